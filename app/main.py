@@ -1,0 +1,73 @@
+"""The FastAPI application factory."""
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
+from fastapi.staticfiles import StaticFiles
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from app.i18n import negotiate
+from app.learner import LearnerCookieMiddleware
+from app.routes import api, pages
+from app.templating import render
+from gradlab.config import LOCALES, PROJECT_ROOT, Settings, get_settings
+from gradlab.content.loader import load_content
+from gradlab.db import init_db, make_engine
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    settings = settings or get_settings()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        yield
+        app.state.engine.dispose()
+
+    app = FastAPI(
+        title="gradlab",
+        version="0.1.0",
+        description="Interactive lessons on training neural networks fast, graded on a GPU.",
+        lifespan=lifespan,
+    )
+    app.state.settings = settings
+    app.state.engine = make_engine(settings)
+    init_db(app.state.engine)
+    app.state.content = load_content(settings.content_dir)
+    app.add_middleware(
+        LearnerCookieMiddleware,
+        secret_key=settings.resolved_secret_key(),
+        secure=settings.public_base_url.startswith("https://"),
+    )
+    app.mount("/static", StaticFiles(directory=PROJECT_ROOT / "static"), name="static")
+    app.include_router(api.router)
+    app.include_router(pages.router)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
+        if request.url.path.startswith("/api/") or exc.status_code != 404:
+            return JSONResponse(
+                {"detail": exc.detail},
+                status_code=exc.status_code,
+                headers=getattr(exc, "headers", None),
+            )
+        first = request.url.path.strip("/").split("/", 1)[0]
+        locale = (
+            first
+            if first in LOCALES
+            else negotiate(
+                request.cookies.get(pages.LOCALE_COOKIE), request.headers.get("accept-language")
+            )
+        )
+        return render(
+            request, "404.html", locale=locale, status_code=404, path=lambda loc: f"/{loc}/"
+        )
+
+    @app.exception_handler(RequestValidationError)
+    async def validation_error(request: Request, exc: RequestValidationError) -> Response:
+        errors = [{"loc": e["loc"], "msg": e["msg"], "type": e["type"]} for e in exc.errors()]
+        return JSONResponse({"detail": errors}, status_code=422)
+
+    return app

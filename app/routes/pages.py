@@ -1,0 +1,125 @@
+"""HTML pages: locale negotiation, course, lesson, exercise form, submission result."""
+
+from typing import Annotated
+
+from fastapi import APIRouter, Form, HTTPException, Request
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+
+from app import submissions
+from app.deps import ContentDep, LocaleDep, OwnerDep, SessionDep, SettingsDep
+from app.i18n import negotiate
+from app.rendering import reading_minutes
+from app.routes.api import QuizAnswer, check_quiz
+from app.submissions import SubmissionCreate
+from app.templating import render
+from gradlab.content.loader import lesson_view
+
+router = APIRouter(include_in_schema=False)
+LOCALE_COOKIE = "gradlab_locale"
+
+
+@router.get("/")
+def root(request: Request) -> RedirectResponse:
+    locale = negotiate(request.cookies.get(LOCALE_COOKIE), request.headers.get("accept-language"))
+    response = RedirectResponse(f"/{locale}/", status_code=307)
+    response.headers["Vary"] = "Accept-Language, Cookie"
+    return response
+
+
+def _remember(response: Response, locale: str) -> Response:
+    response.set_cookie(LOCALE_COOKIE, locale, max_age=365 * 24 * 3600, samesite="lax")
+    return response
+
+
+@router.get("/{locale}/", response_class=HTMLResponse)
+def course_page(request: Request, locale: LocaleDep, content: ContentDep) -> Response:
+    page = render(
+        request,
+        "course.html",
+        locale=locale,
+        lessons=content.lesson_list(locale),
+        path=lambda loc: f"/{loc}/",
+    )
+    return _remember(page, locale)
+
+
+@router.get("/{locale}/lessons/{lesson}", response_class=HTMLResponse)
+def lesson_page(
+    request: Request, locale: LocaleDep, lesson: str, content: ContentDep, quiz: str | None = None
+) -> Response:
+    if lesson not in content.lessons:
+        raise HTTPException(status_code=404, detail=f"unknown lesson {lesson!r}")
+    view = lesson_view(content, lesson, locale)
+    page = render(
+        request,
+        "lesson.html",
+        locale=locale,
+        view=view,
+        minutes=reading_minutes(view),
+        course_lessons=content.lesson_list(locale),
+        quiz_outcome=quiz if quiz in ("correct", "wrong") else None,
+        path=lambda loc: f"/{loc}/lessons/{lesson}",
+    )
+    return _remember(page, locale)
+
+
+@router.post("/{locale}/lessons/{lesson}/quiz")
+def quiz_form(
+    locale: LocaleDep, lesson: str, content: ContentDep, answer: Annotated[int, Form()]
+) -> RedirectResponse:
+    result = check_quiz(content, lesson, QuizAnswer(answer=answer, locale=locale))
+    outcome = "correct" if result.correct else "wrong"
+    return RedirectResponse(f"/{locale}/lessons/{lesson}?quiz={outcome}#quick-check", 303)
+
+
+@router.post("/{locale}/lessons/{lesson}/exercises/{exercise}")
+def submit_form(
+    request: Request,
+    locale: LocaleDep,
+    lesson: str,
+    exercise: str,
+    code: Annotated[str, Form()],
+    session: SessionDep,
+    content: ContentDep,
+    settings: SettingsDep,
+    owner: OwnerDep,
+) -> Response:
+    """The exercise form: without JavaScript it redirects to the result page; the page's script
+    asks for JSON and polls the result fragment in place."""
+    data = SubmissionCreate(exercise=f"{lesson}/{exercise}", code=code, locale=locale)
+    submission = submissions.create(
+        session=session, content=content, settings=settings, data=data, owner=owner
+    )
+    page_url = f"/{locale}/submissions/{submission.id}"
+    if "application/json" in request.headers.get("accept", ""):
+        return JSONResponse(
+            {"id": submission.id, "url": page_url, "fragment_url": f"{page_url}?fragment=1"},
+            status_code=202,
+        )
+    return RedirectResponse(page_url, status_code=303)
+
+
+@router.get("/{locale}/submissions/{submission_id}", response_class=HTMLResponse)
+def submission_page(
+    request: Request,
+    locale: LocaleDep,
+    submission_id: str,
+    session: SessionDep,
+    owner: OwnerDep,
+    fragment: bool = False,
+) -> Response:
+    submission = submissions.get_owned(session=session, submission_id=submission_id, owner=owner)
+    public = submissions.to_public(submission)
+    lesson = submission.exercise.split("/", 1)[0]
+    template = "_result.html" if fragment else "submission.html"
+    response = render(
+        request,
+        template,
+        locale=locale,
+        submission=public,
+        lesson=lesson,
+        path=lambda loc: f"/{loc}/submissions/{submission_id}",
+    )
+    response.headers["Cache-Control"] = "no-store"
+    response.headers["X-Gradlab-Status"] = public.status
+    return response

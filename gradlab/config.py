@@ -1,0 +1,68 @@
+"""Settings from the environment (prefix GRADLAB_), shared by every command."""
+
+import os
+import secrets
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+LOCALES: tuple[str, ...] = ("en", "es", "de", "tr")
+DEFAULT_LOCALE = "en"
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="GRADLAB_", extra="ignore")
+
+    data_dir: Path = Path("data")
+    database_url: str | None = Field(
+        default=None, description="SQLAlchemy URL; default: SQLite file in data_dir"
+    )
+    secret_key: str | None = Field(
+        default=None, description="signs cookies; default: a random key kept in data_dir"
+    )
+    public_base_url: str = "http://127.0.0.1:8000"
+    content_dir: Path = PROJECT_ROOT / "lessons"
+
+    # queue
+    lease_s: float = 30.0
+    max_attempts: int = 3
+    poll_interval_s: float = 0.2
+
+    # worker and sandbox
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    bwrap_path: str = "bwrap"
+    max_wall_s: float | None = Field(
+        default=None, description="operator cap on every job's wall clock (lesson limits apply)"
+    )
+    max_code_bytes: int = 64 * 1024
+    max_output_bytes: int = 64 * 1024
+    max_observation_bytes: int = 64 * 1024 * 1024
+
+    @property
+    def resolved_database_url(self) -> str:
+        if self.database_url:
+            return self.database_url
+        return f"sqlite:///{(self.data_dir / 'gradlab.db').resolve()}"
+
+    def resolved_secret_key(self) -> str:
+        """The configured key, or one generated once and kept (mode 0600) in data_dir."""
+        if self.secret_key:
+            return self.secret_key
+        path = self.data_dir / "secret_key"
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            return path.read_text(encoding="ascii").strip()
+        with os.fdopen(fd, "w", encoding="ascii") as f:
+            f.write(secrets.token_urlsafe(48))
+        return path.read_text(encoding="ascii").strip()
+
+
+@lru_cache
+def get_settings() -> Settings:
+    return Settings()

@@ -1,0 +1,273 @@
+"""Load the course from `lessons/` and build per-locale views with English fallback."""
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gradlab.config import DEFAULT_LOCALE, LOCALES
+from gradlab.content.schema import (
+    Course,
+    ExerciseSpec,
+    ExerciseText,
+    FaqText,
+    LessonSpec,
+    LessonText,
+    SectionSpec,
+    SectionText,
+)
+from gradlab.content.yamlfile import ContentError, Problem, load_yaml
+
+
+@dataclass(frozen=True)
+class Exercise:
+    """An exercise as the worker and the web need it: `<lesson>/<exercise>`."""
+
+    lesson: str
+    spec: ExerciseSpec
+    starter_code: str
+
+    @property
+    def ref(self) -> str:
+        return f"{self.lesson}/{self.spec.id}"
+
+
+@dataclass(frozen=True)
+class Lesson:
+    spec: LessonSpec
+    texts: dict[str, LessonText]  # per locale; "en" always present
+    folder: Path
+
+
+@dataclass(frozen=True)
+class LessonEntry:
+    id: str
+    number: int
+    title: str
+    available: bool  # False: listed in the course, page not written yet
+
+
+@dataclass(frozen=True)
+class Content:
+    course: Course
+    lessons: dict[str, Lesson]  # only lessons that have a folder
+    exercises: dict[str, Exercise] = field(default_factory=dict)
+
+    def lesson_list(self, locale: str) -> list["LessonEntry"]:
+        """The course's lessons in order, titled in `locale` (English where missing)."""
+        return [
+            LessonEntry(
+                id=entry.id,
+                number=number,
+                title=entry.title.get(locale) or entry.title[DEFAULT_LOCALE],
+                available=entry.id in self.lessons,
+            )
+            for number, entry in enumerate(self.course.lessons, start=1)
+        ]
+
+    def lesson_number(self, lesson_id: str) -> int:
+        return [entry.id for entry in self.course.lessons].index(lesson_id) + 1
+
+    def diagnosis_message(self, *, exercise: str, locale: str, code: str) -> str | None:
+        """The author's message for a diagnosis code, in `locale` or else in English."""
+        lesson = self.lessons[self.exercises[exercise].lesson]
+        for candidate in (locale, DEFAULT_LOCALE):
+            text = lesson.texts.get(candidate)
+            if text is not None and text.diagnoses.get(code):
+                return text.diagnoses[code]
+        return None
+
+
+def load_content(content_dir: Path) -> Content:
+    """Read and validate everything; raise ContentError listing every problem found."""
+    problems: list[Problem] = []
+    course, _ = load_yaml(content_dir / "course.yaml", Course)
+    lessons: dict[str, Lesson] = {}
+    exercises: dict[str, Exercise] = {}
+    for entry in course.lessons:
+        folder = content_dir / entry.id
+        if not folder.is_dir():
+            continue  # listed in the course, page not written yet
+        try:
+            lesson = _load_lesson(folder, entry.id, course)
+        except ContentError as exc:
+            problems.extend(exc.problems)
+            continue
+        lessons[entry.id] = lesson
+        for spec in lesson.spec.exercises:
+            starter = folder / spec.starter
+            if not starter.is_file():
+                problems.append(Problem(folder / "lesson.yaml", 1, f"missing starter {starter}"))
+                continue
+            exercise = Exercise(entry.id, spec, starter.read_text(encoding="utf-8"))
+            exercises[exercise.ref] = exercise
+    if problems:
+        raise ContentError(problems)
+    return Content(course=course, lessons=lessons, exercises=exercises)
+
+
+def _load_lesson(folder: Path, lesson_id: str, course: Course) -> Lesson:
+    spec_file = folder / "lesson.yaml"
+    spec, spec_lines = load_yaml(spec_file, LessonSpec)
+    problems: list[Problem] = []
+    if spec.id != lesson_id:
+        problems.append(Problem(spec_file, spec_lines.get(("id",), 1), f"id must be {lesson_id}"))
+    texts: dict[str, LessonText] = {}
+    for locale in LOCALES:
+        file = folder / f"{locale}.yaml"
+        if not file.exists():
+            if locale == DEFAULT_LOCALE:
+                problems.append(Problem(file, 1, "the English text is required"))
+            continue
+        try:
+            text, lines = load_yaml(file, LessonText)
+        except ContentError as exc:
+            problems.extend(exc.problems)
+            continue
+        problems.extend(_check_keys(file, lines, spec, text, course))
+        texts[locale] = text
+    if DEFAULT_LOCALE in texts:
+        problems.extend(_check_english_complete(folder / "en.yaml", spec, texts[DEFAULT_LOCALE]))
+    if problems:
+        raise ContentError(problems)
+    return Lesson(spec=spec, texts=texts, folder=folder)
+
+
+def _check_keys(
+    file: Path, lines: dict, spec: LessonSpec, text: LessonText, course: Course
+) -> list[Problem]:
+    """Keys of a locale file must exist in the neutral file (a typo is an error, not a gap)."""
+    known = {
+        "sections": {s.id for s in spec.sections},
+        "exercises": {e.id for e in spec.exercises},
+        "faq": set(course.faq),
+    }
+    problems = []
+    for group, allowed in known.items():
+        for key in getattr(text, group):
+            if key not in allowed:
+                line = lines.get((group, key), 1)
+                problems.append(Problem(file, line, f"{group}.{key}: unknown id"))
+    for section in spec.sections:
+        given = text.sections.get(section.id)
+        wanted = section.quiz.options if section.quiz else None
+        if wanted and given and given.options is not None and len(given.options) != wanted:
+            line = lines.get(("sections", section.id, "options"), 1)
+            problems.append(
+                Problem(
+                    file,
+                    line,
+                    f"sections.{section.id}.options: needs "
+                    f"{wanted} options, has {len(given.options)}",
+                )
+            )
+    return problems
+
+
+def _check_english_complete(file: Path, spec: LessonSpec, text: LessonText) -> list[Problem]:
+    """English is the fallback for every other locale, so it must be whole."""
+    problems = []
+    if not text.title:
+        problems.append(Problem(file, 1, "title: required in English"))
+    for section in spec.sections:
+        if not _section_complete(section, text.sections.get(section.id)):
+            problems.append(Problem(file, 1, f"sections.{section.id}: missing or incomplete"))
+    for exercise in spec.exercises:
+        if exercise.id not in text.exercises:
+            problems.append(Problem(file, 1, f"exercises.{exercise.id}: missing"))
+    return problems
+
+
+def _section_complete(spec: SectionSpec, text: SectionText | None) -> bool:
+    if text is None or not text.title:
+        return False
+    if spec.kind == "quiz":
+        return bool(text.question and text.options and len(text.options) == spec.quiz.options)
+    if spec.kind == "recap":
+        return bool(text.points)
+    return bool(text.body)
+
+
+# --- per-locale view -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SectionView:
+    spec: SectionSpec
+    text: SectionText
+    untranslated: bool  # True: `text` is the English fallback
+
+
+@dataclass(frozen=True)
+class FaqView:
+    key: str
+    text: FaqText
+    untranslated: bool
+
+
+@dataclass(frozen=True)
+class ExerciseView:
+    exercise: Exercise
+    text: ExerciseText
+    untranslated: bool
+
+
+@dataclass(frozen=True)
+class LessonView:
+    id: str
+    locale: str
+    number: int
+    total: int
+    title: str
+    subtitle: str | None
+    title_untranslated: bool
+    sections: list[SectionView]
+    faq: list[FaqView]
+    exercises: list[ExerciseView]
+
+    @property
+    def untranslated(self) -> bool:
+        return (
+            self.title_untranslated
+            or any(s.untranslated for s in self.sections)
+            or any(f.untranslated for f in self.faq)
+            or any(e.untranslated for e in self.exercises)
+        )
+
+
+def lesson_view(content: Content, lesson_id: str, locale: str) -> LessonView:
+    """The lesson in `locale`; every missing or incomplete part falls back to English."""
+    lesson = content.lessons[lesson_id]
+    english = lesson.texts[DEFAULT_LOCALE]
+    local = lesson.texts.get(locale, LessonText())
+
+    sections = []
+    for spec in lesson.spec.sections:
+        given = local.sections.get(spec.id)
+        translated = _section_complete(spec, given)
+        sections.append(
+            SectionView(spec, given if translated else english.sections[spec.id], not translated)
+        )
+    faq = []
+    for key in content.course.faq:
+        given_faq, fallback = local.faq.get(key), english.faq.get(key)
+        if given_faq is not None:
+            faq.append(FaqView(key, given_faq, False))
+        elif fallback is not None:
+            faq.append(FaqView(key, fallback, True))
+    exercises = []
+    for spec in lesson.spec.exercises:
+        exercise = content.exercises[f"{lesson_id}/{spec.id}"]
+        given_ex = local.exercises.get(spec.id)
+        text = given_ex or english.exercises[spec.id]
+        exercises.append(ExerciseView(exercise, text, given_ex is None))
+    return LessonView(
+        id=lesson_id,
+        locale=locale,
+        number=content.lesson_number(lesson_id),
+        total=len(content.course.lessons),
+        title=local.title or english.title or lesson_id,
+        subtitle=local.subtitle or english.subtitle,
+        title_untranslated=not local.title,
+        sections=sections,
+        faq=faq,
+        exercises=exercises,
+    )

@@ -1,0 +1,146 @@
+"""The grading queue: enqueue a submission, lease its job to one worker, finish it once.
+
+A worker claims a job with one atomic UPDATE ... RETURNING (on PostgreSQL the candidate row is
+picked FOR UPDATE SKIP LOCKED, so concurrent workers never wait on each other), renews its lease
+while grading, and writes the result only if it still holds the lease. A job whose worker died is
+leased again once its lease expires; after `max_attempts` leases it goes `dead` with the reason.
+"""
+
+import time
+from dataclasses import dataclass
+
+from sqlalchemy import text
+from sqlmodel import Session
+
+from gradlab.models import Job, Submission, SubmissionStatus
+from gradlab.results import GradeResult, ResultError
+
+
+@dataclass(frozen=True)
+class ClaimedJob:
+    job_id: int
+    submission_id: str
+    attempts: int
+    exercise: str
+    code: str
+    locale: str
+    created_at: float
+
+
+def enqueue(*, session: Session, exercise: str, code: str, locale: str, owner: str) -> Submission:
+    """Store a submission and its job in one transaction."""
+    submission = Submission(exercise=exercise, code=code, locale=locale, owner=owner)
+    session.add(submission)
+    session.flush()
+    session.add(Job(submission_id=submission.id))
+    session.commit()
+    session.refresh(submission)
+    return submission
+
+
+_CANDIDATE = """
+    SELECT id FROM job
+    WHERE status = 'queued' OR (status = 'leased' AND lease_expires_at < :now)
+    ORDER BY id LIMIT 1
+"""
+
+
+def claim(
+    *, session: Session, worker_id: str, lease_s: float, max_attempts: int
+) -> ClaimedJob | None:
+    """Lease the oldest available job to `worker_id`, or return None when there is none."""
+    now = time.time()
+    _bury_exhausted(session=session, now=now, max_attempts=max_attempts)
+    skip_locked = " FOR UPDATE SKIP LOCKED" if session.bind.dialect.name == "postgresql" else ""
+    row = session.execute(
+        text(
+            f"""
+            UPDATE job SET status = 'leased', lease_owner = :worker, lease_expires_at = :expires,
+                attempts = attempts + 1, started_at = :now
+            WHERE id = ({_CANDIDATE}{skip_locked})
+              AND (status = 'queued' OR (status = 'leased' AND lease_expires_at < :now))
+            RETURNING id, submission_id, attempts
+            """
+        ),
+        {"worker": worker_id, "expires": now + lease_s, "now": now},
+    ).first()
+    if row is None:
+        session.commit()
+        return None
+    submission = session.get(Submission, row.submission_id)
+    assert submission is not None  # foreign key
+    submission.status = SubmissionStatus.running
+    session.add(submission)
+    session.commit()
+    return ClaimedJob(
+        job_id=row.id,
+        submission_id=row.submission_id,
+        attempts=row.attempts,
+        exercise=submission.exercise,
+        code=submission.code,
+        locale=submission.locale,
+        created_at=submission.created_at,
+    )
+
+
+def renew(*, session: Session, job_id: int, worker_id: str, lease_s: float) -> bool:
+    """Extend the lease; False when this worker no longer holds it."""
+    updated = session.execute(
+        text(
+            "UPDATE job SET lease_expires_at = :expires "
+            "WHERE id = :id AND lease_owner = :worker AND status = 'leased'"
+        ),
+        {"expires": time.time() + lease_s, "id": job_id, "worker": worker_id},
+    ).rowcount
+    session.commit()
+    return updated == 1
+
+
+def finish(*, session: Session, job_id: int, worker_id: str, result: GradeResult) -> bool:
+    """Write the result once, only while holding the lease; False if the lease was lost."""
+    now = time.time()
+    updated = session.execute(
+        text(
+            "UPDATE job SET status = 'done', finished_at = :now, lease_expires_at = NULL "
+            "WHERE id = :id AND lease_owner = :worker AND status = 'leased'"
+        ),
+        {"now": now, "id": job_id, "worker": worker_id},
+    ).rowcount
+    if updated != 1:
+        session.rollback()
+        return False
+    job = session.get(Job, job_id)
+    assert job is not None
+    _store_result(session=session, submission_id=job.submission_id, result=result, now=now)
+    session.commit()
+    return True
+
+
+def _bury_exhausted(*, session: Session, now: float, max_attempts: int) -> None:
+    """Jobs whose last allowed lease expired go `dead`, with an internal_error result."""
+    rows = session.execute(
+        text(
+            "UPDATE job SET status = 'dead', finished_at = :now, last_error = :reason "
+            "WHERE status = 'leased' AND lease_expires_at < :now AND attempts >= :max "
+            "RETURNING submission_id"
+        ),
+        {"now": now, "max": max_attempts, "reason": f"worker lost the job {max_attempts} times"},
+    ).all()
+    for row in rows:
+        submission = session.get(Submission, row.submission_id)
+        assert submission is not None
+        error = ResultError(
+            kind="internal_error",
+            message="Grading failed on our side several times. Please submit again later.",
+        )
+        result = GradeResult.failure(error, locale=submission.locale)
+        _store_result(session=session, submission_id=row.submission_id, result=result, now=now)
+
+
+def _store_result(*, session: Session, submission_id: str, result: GradeResult, now: float) -> None:
+    submission = session.get(Submission, submission_id)
+    assert submission is not None
+    submission.status = SubmissionStatus(result.status)
+    submission.result_json = result.model_dump_json()
+    submission.finished_at = now
+    session.add(submission)

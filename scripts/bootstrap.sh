@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Idempotent setup on Debian/Ubuntu with Python 3.11+: system packages, .venv, gradlab itself.
+#   scripts/bootstrap.sh          what `gradlab serve` needs
+#   scripts/bootstrap.sh --test   plus what the test suite needs
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+mode="${1:-run}"
+packages=()
+command -v bwrap >/dev/null 2>&1 || packages+=(bubblewrap)
+python3 -c 'import ensurepip, venv' 2>/dev/null || packages+=(python3-venv)
+
+if [ ${#packages[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "bootstrap: installing ${packages[*]} with apt-get"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${packages[@]}" >/dev/null
+  else
+    echo "bootstrap: gradlab needs these system packages: ${packages[*]}" >&2
+    echo "           install them with: sudo apt-get install -y ${packages[*]}" >&2
+    exit 1
+  fi
+fi
+
+if ! bwrap --unshare-user --ro-bind / / true 2>/dev/null; then
+  echo "bootstrap: bubblewrap cannot create a user namespace on this machine." >&2
+  echo "           On Ubuntu 24.04+: sudo sysctl kernel.apparmor_restrict_unprivileged_userns=0" >&2
+  echo "           (or run gradlab as root / in a container that allows user namespaces)." >&2
+  exit 1
+fi
+
+[ -x .venv/bin/python ] || python3 -m venv .venv
+extras=""
+[ "$mode" = "--test" ] && extras="[test]"
+# Reinstall only when the dependency declarations changed since the last successful install.
+stamp=".venv/.gradlab-installed"
+want="$(cat pyproject.toml constraints.txt | sha256sum | cut -d' ' -f1)$extras"
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  .venv/bin/python -m pip install -q --upgrade pip
+  .venv/bin/python -m pip install -q -c constraints.txt -e ".$extras"
+  echo "$want" > "$stamp"
+fi

@@ -1,0 +1,10 @@
+# expect: failed microbatches_not_used
+xs, ys = [], []
+for x, y in loader:
+    xs.append(x)
+    ys.append(y)
+    if len(xs) == accum_steps:
+        optimizer.zero_grad()
+        loss_fn(model(torch.cat(xs)), torch.cat(ys)).backward()
+        optimizer.step()
+        xs, ys = [], []

@@ -1,0 +1,3 @@
+# expect: error timeout
+while True:
+    pass

@@ -1,0 +1,5 @@
+# expect: failed stepped_every_microbatch
+for x, y in loader:
+    optimizer.zero_grad()
+    loss_fn(model(x), y).backward()
+    optimizer.step()

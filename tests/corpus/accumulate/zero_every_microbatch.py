@@ -1,0 +1,7 @@
+# expect: failed zeroed_every_microbatch
+for step, (x, y) in enumerate(loader):
+    optimizer.zero_grad()
+    loss = loss_fn(model(x), y) / accum_steps
+    loss.backward()
+    if (step + 1) % accum_steps == 0:
+        optimizer.step()

@@ -1,0 +1,7 @@
+# expect: failed grads_never_cleared
+optimizer.zero_grad()
+for step, (x, y) in enumerate(loader):
+    loss = loss_fn(model(x), y) / accum_steps
+    loss.backward()
+    if (step + 1) % accum_steps == 0:
+        optimizer.step()

@@ -1,0 +1,100 @@
+"""Learner submissions graded through the real sandbox, each with its expected verdict.
+
+Every file in tests/corpus/<exercise>/ starts with a header line:
+    # expect: passed | failed <diagnosis_code> | error <error_kind> [line=N]
+"""
+
+import re
+import string
+from pathlib import Path
+
+import pytest
+
+from gradlab.config import LOCALES, Settings
+from gradlab.content.loader import Content
+from worker.grading import grade
+
+CORPUS = Path(__file__).parent / "corpus"
+EXERCISES = {"accumulate": "gradient-accumulation/accumulate"}
+HEADER = re.compile(r"# expect: (passed|failed|error)(?: (\w+))?(?: line=(\d+))?")
+CORPUS_FILES = sorted(CORPUS.glob("*/*.py"))
+
+# Every code the accumulate grader can name, with the evidence it fills in.
+DIAGNOSIS_EVIDENCE = {
+    "loss_not_scaled": {"ratio": "4.0", "accum_steps": 4},
+    "wrong_loss_scale": {"ratio": "0.25", "accum_steps": 4},
+    "zeroed_every_microbatch": {"accum_steps": 4},
+    "stepped_every_microbatch": {"steps": 8, "expected_steps": 2},
+    "step_off_by_one": {"observed": "1, 4", "expected": 4},
+    "grads_never_cleared": {"step": 2},
+    "never_stepped": {"microbatches": 8},
+    "microbatches_not_used": {"batch_size": 16, "micro_batch_size": 4},
+    "wrong_step_count": {"steps": 3, "expected_steps": 2},
+    "gradients_mismatch": {"rel_error": "0.5"},
+    "parameters_mismatch": {"rel_error": "0.5"},
+}
+
+
+@pytest.fixture(scope="module")
+def grading_settings(tmp_path_factory: pytest.TempPathFactory) -> Settings:
+    return Settings(data_dir=tmp_path_factory.mktemp("data"), max_wall_s=15)
+
+
+@pytest.mark.parametrize("path", CORPUS_FILES, ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_corpus_verdict(path: Path, grading_settings: Settings, content: Content) -> None:
+    code = path.read_text(encoding="utf-8")
+    match = HEADER.match(code.splitlines()[0])
+    assert match, f"{path}: first line must be '# expect: ...'"
+    status, detail, line = match.groups()
+    result = grade(
+        content=content,
+        settings=grading_settings,
+        exercise=EXERCISES[path.parent.name],
+        code=code,
+        locale="en",
+    )
+    summary = f"{result.status} {result.error} {result.diagnosis} {result.output.stderr[-2000:]}"
+    assert result.status == status, summary
+    if status == "passed":
+        assert result.score == 1.0 and result.diagnosis is None and result.error is None
+        assert all(check.passed for check in result.checks)
+    elif status == "failed":
+        assert result.diagnosis is not None and result.diagnosis.code == detail, summary
+        assert 0.0 <= result.score < 1.0
+        assert result.diagnosis.message and "{" not in result.diagnosis.message
+    else:
+        assert result.error is not None and result.error.kind == detail, summary
+        if line:
+            assert result.error.line == int(line)
+
+
+def test_corpus_covers_the_required_verdicts() -> None:
+    headers = [HEADER.match(p.read_text().splitlines()[0]).groups() for p in CORPUS_FILES]
+    codes = {detail for status, detail, _ in headers if status == "failed"}
+    assert {
+        "loss_not_scaled",
+        "wrong_loss_scale",
+        "zeroed_every_microbatch",
+        "stepped_every_microbatch",
+        "step_off_by_one",
+        "grads_never_cleared",
+        "never_stepped",
+        "microbatches_not_used",
+    } <= codes
+    assert sum(status == "passed" for status, _, _ in headers) >= 5
+    assert {"syntax_error", "runtime_error", "timeout"} <= {
+        detail for status, detail, _ in headers if status == "error"
+    }
+
+
+@pytest.mark.parametrize("locale", LOCALES)
+@pytest.mark.parametrize("code", sorted(DIAGNOSIS_EVIDENCE))
+def test_every_diagnosis_has_a_message_in_every_locale(
+    content: Content, code: str, locale: str
+) -> None:
+    lesson = content.lessons["gradient-accumulation"]
+    template = lesson.texts[locale].diagnoses.get(code)
+    assert template, f"{locale}.yaml has no message for {code}"
+    fields = {name for _, name, _, _ in string.Formatter().parse(template) if name}
+    assert fields == set(DIAGNOSIS_EVIDENCE[code]), f"{locale}/{code}: placeholders {fields}"
+    template.format(**DIAGNOSIS_EVIDENCE[code])

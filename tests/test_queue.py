@@ -1,0 +1,131 @@
+"""The job queue on a real SQLite file: atomic claims, leases, finishing once, dead jobs."""
+
+import threading
+import time
+
+import pytest
+from sqlmodel import Session
+
+from gradlab import queue
+from gradlab.config import Settings
+from gradlab.db import init_db, make_engine
+from gradlab.models import Job, JobStatus, Submission
+from gradlab.results import Check, GradeResult
+
+
+@pytest.fixture
+def engine(settings: Settings):  # type: ignore[no-untyped-def]
+    engine = make_engine(settings)
+    init_db(engine)
+    yield engine
+    engine.dispose()
+
+
+def _enqueue(engine, n: int = 1) -> list[str]:  # type: ignore[no-untyped-def]
+    with Session(engine) as session:
+        return [
+            queue.enqueue(
+                session=session, exercise="l/e", code=f"# {i}", locale="en", owner="learner:a"
+            ).id
+            for i in range(n)
+        ]
+
+
+def _claim(engine, worker: str, lease_s: float = 30, max_attempts: int = 3):  # type: ignore[no-untyped-def]
+    with Session(engine) as session:
+        return queue.claim(
+            session=session, worker_id=worker, lease_s=lease_s, max_attempts=max_attempts
+        )
+
+
+def _result() -> GradeResult:
+    return GradeResult.from_checks([Check(id="x", passed=True, points=1, max_points=1, message="")])
+
+
+def test_claim_returns_oldest_job_and_marks_submission_running(engine) -> None:  # type: ignore[no-untyped-def]
+    first, second = _enqueue(engine, 2)
+    job = _claim(engine, "w1")
+    assert job is not None and job.submission_id == first and job.attempts == 1
+    assert job.code == "# 0"
+    with Session(engine) as session:
+        assert session.get(Submission, first).status == "running"
+        assert session.get(Submission, second).status == "queued"
+    assert _claim(engine, "w2").submission_id == second
+    assert _claim(engine, "w3") is None
+
+
+def test_concurrent_claims_never_share_a_job(engine) -> None:  # type: ignore[no-untyped-def]
+    _enqueue(engine, 40)
+    claimed: list[str] = []
+    lock = threading.Lock()
+
+    def claimer(name: str) -> None:
+        while (job := _claim(engine, name)) is not None:
+            with lock:
+                claimed.append(job.submission_id)
+
+    threads = [threading.Thread(target=claimer, args=(f"w{i}",)) for i in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(claimed) == 40 and len(set(claimed)) == 40
+
+
+def test_finish_writes_result_once_and_only_for_the_lease_holder(engine) -> None:  # type: ignore[no-untyped-def]
+    (submission_id,) = _enqueue(engine)
+    job = _claim(engine, "w1")
+    with Session(engine) as session:
+        assert not queue.finish(
+            session=session, job_id=job.job_id, worker_id="intruder", result=_result()
+        )
+        assert queue.finish(session=session, job_id=job.job_id, worker_id="w1", result=_result())
+        assert not queue.finish(
+            session=session, job_id=job.job_id, worker_id="w1", result=_result()
+        )
+    with Session(engine) as session:
+        submission = session.get(Submission, submission_id)
+        assert submission.status == "passed"
+        assert GradeResult.model_validate_json(submission.result_json).score == 1.0
+        assert session.get(Job, job.job_id).status == JobStatus.done
+
+
+def test_expired_lease_is_claimed_again_and_the_old_worker_cannot_finish(engine) -> None:  # type: ignore[no-untyped-def]
+    _enqueue(engine)
+    first = _claim(engine, "dead-worker", lease_s=0.05)
+    assert _claim(engine, "w2") is None  # still leased
+    time.sleep(0.1)
+    second = _claim(engine, "w2")
+    assert second is not None and second.job_id == first.job_id and second.attempts == 2
+    with Session(engine) as session:
+        assert not queue.finish(
+            session=session, job_id=first.job_id, worker_id="dead-worker", result=_result()
+        )
+        assert queue.finish(session=session, job_id=second.job_id, worker_id="w2", result=_result())
+
+
+def test_renew_keeps_the_lease(engine) -> None:  # type: ignore[no-untyped-def]
+    _enqueue(engine)
+    job = _claim(engine, "w1", lease_s=0.2)
+    for _ in range(3):
+        time.sleep(0.1)
+        with Session(engine) as session:
+            assert queue.renew(session=session, job_id=job.job_id, worker_id="w1", lease_s=0.2)
+    assert _claim(engine, "w2") is None
+    with Session(engine) as session:
+        assert not queue.renew(session=session, job_id=job.job_id, worker_id="w2", lease_s=1)
+
+
+def test_job_goes_dead_after_max_attempts_with_an_internal_error(engine) -> None:  # type: ignore[no-untyped-def]
+    (submission_id,) = _enqueue(engine)
+    for attempt in range(2):
+        job = _claim(engine, f"w{attempt}", lease_s=0.01, max_attempts=2)
+        assert job is not None
+        time.sleep(0.03)
+    assert _claim(engine, "w9", max_attempts=2) is None
+    with Session(engine) as session:
+        job_row = session.get(Job, job.job_id)
+        assert job_row.status == JobStatus.dead and "2 times" in job_row.last_error
+        submission = session.get(Submission, submission_id)
+        result = GradeResult.model_validate_json(submission.result_json)
+        assert submission.status == "error" and result.error.kind == "internal_error"

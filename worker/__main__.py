@@ -1,0 +1,3 @@
+from gradlab.cli import main
+
+main(["worker"])

@@ -1,0 +1,116 @@
+"""Grade one submission: sandboxed run, then trusted judgement, as a result object."""
+
+import json
+import logging
+import time
+from pathlib import Path
+
+from gradlab.config import Settings
+from gradlab.content.loader import Content
+from gradlab.results import GradeResult, Output, ResultError, Timings
+from worker.graders import get_grader
+from worker.messages import message
+from worker.observations import BadObservations, learner_code_started, parse
+from worker.sandbox import SandboxRun, gpu_device_nodes, run_in_sandbox
+
+log = logging.getLogger(__name__)
+LEARNER_ERROR_KINDS = {"syntax_error", "runtime_error", "memory_limit"}
+MAX_ERROR_MESSAGE = 4000
+
+
+def has_gpu() -> bool:
+    """A GPU is visible to this worker (checked from device nodes: CUDA is never initialised
+    in the worker process, which starts sandboxes)."""
+    return Path("/dev/nvidiactl").exists() and any(
+        Path(node).name[len("nvidia") :].isdigit() for node in gpu_device_nodes()
+    )
+
+
+def resolve_device(exercise_device: str, settings: Settings) -> str:
+    if settings.device == "cpu" or exercise_device == "cpu":
+        return "cpu"
+    if settings.device == "cuda" or exercise_device == "cuda":
+        return "cuda"
+    return "cuda" if has_gpu() else "cpu"
+
+
+def grade(
+    *, content: Content, settings: Settings, exercise: str, code: str, locale: str
+) -> GradeResult:
+    """Never raises: a platform fault becomes an `internal_error` result."""
+    started = time.monotonic()
+    try:
+        result = _grade(
+            content=content, settings=settings, exercise=exercise, code=code, locale=locale
+        )
+    except Exception:
+        log.exception("grading %s failed on the platform side", exercise)
+        error = ResultError(kind="internal_error", message=message(locale, "error.internal"))
+        result = GradeResult.failure(error, locale=locale)
+    elapsed = time.monotonic() - started
+    result.timings = Timings(run_s=round(elapsed, 4), total_s=round(elapsed, 4))
+    return result
+
+
+def _output(run: SandboxRun) -> Output:
+    return Output(
+        stdout=run.stdout.data.decode("utf-8", errors="replace"),
+        stderr=run.stderr.data.decode("utf-8", errors="replace"),
+        truncated=run.stdout.truncated or run.stderr.truncated,
+    )
+
+
+def _grade(
+    *, content: Content, settings: Settings, exercise: str, code: str, locale: str
+) -> GradeResult:
+    definition = content.exercises[exercise]
+    grader = get_grader(definition.spec.grader)
+    device = resolve_device(definition.spec.device, settings)
+    spec = {
+        "exercise": exercise,
+        "harness": grader.harness,
+        "device": device,
+        "scenarios": grader.scenarios(),
+    }
+    limits = definition.spec.limits
+    wall_s = min(limits.wall_s, settings.max_wall_s or limits.wall_s)
+    run = run_in_sandbox(
+        settings=settings,
+        spec_json=json.dumps(spec),
+        code=code,
+        wall_s=wall_s,
+        memory_mb=limits.memory_mb,
+        use_gpu=device == "cuda",
+    )
+    common = {"output": _output(run), "device": device, "locale": locale}
+    if run.timed_out:
+        text = message(locale, "error.timeout", limit=wall_s)
+        return GradeResult.failure(ResultError(kind="timeout", message=text), **common)
+    if run.observations.truncated:
+        raise BadObservations("observations over the size limit")
+    try:
+        observations = parse(run.observations.data)
+    except BadObservations:
+        if run.returncode == 0 or not learner_code_started(run.observations.data):
+            raise  # the harness failed on its own: ours to investigate, never the learner's
+        text = message(locale, "error.no_observations")
+        return GradeResult.failure(ResultError(kind="runtime_error", message=text), **common)
+    learner_error = observations.meta.get("error")
+    if learner_error is not None:
+        return GradeResult.failure(
+            _learner_error(learner_error, limits.memory_mb, locale), **common
+        )
+    judgement = grader.judge(observations, exercise=exercise, locale=locale, content=content)
+    return GradeResult.from_checks(judgement.checks, diagnosis=judgement.diagnosis, **common)
+
+
+def _learner_error(raw: object, memory_mb: int, locale: str) -> ResultError:
+    """The harness's error report, re-validated: its kind is one a learner can cause."""
+    if not isinstance(raw, dict):
+        raise BadObservations("error report is not an object")
+    kind = raw.get("kind") if raw.get("kind") in LEARNER_ERROR_KINDS else "runtime_error"
+    line = raw.get("line")
+    text = str(raw.get("message", ""))[:MAX_ERROR_MESSAGE]
+    if kind == "memory_limit":
+        text = message(locale, "error.memory_limit", limit=memory_mb) + "\n\n" + text
+    return ResultError(kind=kind, message=text, line=line if isinstance(line, int) else None)

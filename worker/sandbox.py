@@ -1,0 +1,254 @@
+"""Run one job's harness inside bubblewrap, with limits, and collect what it left behind.
+
+Security reasoning, in order of the argv built below:
+- new user, pid, net, ipc, uts and cgroup namespaces: the job sees no other process, no network
+  (only its own loopback), and is uid/gid 65534 (nobody) with every capability dropped;
+- the filesystem is empty but for read-only binds of the system libraries and the Python runtime
+  (not the project, not the data dir), a fresh /proc, a minimal /dev, and tmpfs /tmp and /scratch
+  that vanish with the namespace, so nothing a job writes outlives it or reaches another job;
+- the job's inputs are bound read-only from a private temp dir the trusted side wrote;
+- its environment is cleared and rebuilt from a fixed list;
+- --die-with-parent and --new-session: the job dies with the worker and cannot reach the
+  worker's terminal; the whole process group is killed at the wall-clock limit;
+- observations come back over a pipe, capped in size, and are parsed as safetensors only.
+"""
+
+import os
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from gradlab.config import Settings
+
+HARNESS_DIR = Path(__file__).resolve().parent / "harness"
+SANDBOX_UID = 65534  # nobody
+
+
+@dataclass
+class Stream:
+    data: bytes = b""
+    total: int = 0
+
+    @property
+    def truncated(self) -> bool:
+        return self.total > len(self.data)
+
+
+@dataclass
+class SandboxRun:
+    returncode: int | None
+    stdout: Stream
+    stderr: Stream
+    observations: Stream
+    timed_out: bool
+    wall_s: float
+
+
+class SandboxUnavailable(RuntimeError):
+    """bubblewrap is missing or cannot create namespaces here (a platform fault)."""
+
+
+def gpu_device_nodes() -> list[str]:
+    return sorted(str(p) for p in Path("/dev").glob("nvidia*") if not p.is_dir()) + (
+        ["/dev/nvidia-caps"] if Path("/dev/nvidia-caps").is_dir() else []
+    )
+
+
+def _python_roots() -> list[str]:
+    """Directories the interpreter and its packages live in (bound read-only)."""
+    candidates = {
+        sys.prefix,
+        sys.base_prefix,
+        sys.exec_prefix,
+        sysconfig.get_path("purelib"),
+        sysconfig.get_path("platlib"),
+        str(Path(sys.executable).resolve().parent.parent),
+    }
+    roots = sorted(p for p in candidates if p and Path(p).exists())
+    # drop roots nested in another root
+    return [p for p in roots if not any(p != q and p.startswith(q + os.sep) for q in roots)]
+
+
+def bwrap_argv(*, settings: Settings, job_dir: Path, obs_fd: int, use_gpu: bool) -> list[str]:
+    argv = [
+        settings.bwrap_path,
+        "--unshare-user",
+        "--unshare-pid",
+        "--unshare-net",
+        "--unshare-ipc",
+        "--unshare-uts",
+        "--unshare-cgroup-try",
+        "--uid",
+        str(SANDBOX_UID),
+        "--gid",
+        str(SANDBOX_UID),
+        "--hostname",
+        "sandbox",
+        "--die-with-parent",
+        "--new-session",
+        "--cap-drop",
+        "ALL",
+        "--clearenv",
+        "--ro-bind",
+        "/usr",
+        "/usr",
+    ]
+    for top in ("bin", "lib", "lib64", "lib32", "sbin"):
+        path = Path("/") / top
+        if path.is_symlink():
+            argv += ["--symlink", os.readlink(path), str(path)]
+        elif path.is_dir():
+            argv += ["--ro-bind", str(path), str(path)]
+    for etc_file in ("/etc/ld.so.cache", "/etc/localtime"):
+        if Path(etc_file).exists():
+            argv += ["--ro-bind", etc_file, etc_file]
+    for root in _python_roots():
+        argv += ["--ro-bind", root, root]
+    argv += [
+        "--proc",
+        "/proc",
+        "--dev",
+        "/dev",
+        "--tmpfs",
+        "/tmp",
+        "--tmpfs",
+        "/scratch",
+        "--ro-bind",
+        str(HARNESS_DIR),
+        "/gradlab/harness",
+        "--ro-bind",
+        str(job_dir),
+        "/gradlab/job",
+        "--chdir",
+        "/scratch",
+    ]
+    if use_gpu:
+        for node in gpu_device_nodes():
+            argv += ["--dev-bind", node, node]
+        for driver_dir in ("/usr/local/nvidia", "/usr/local/cuda"):
+            if Path(driver_dir).is_dir():
+                argv += ["--ro-bind", driver_dir, driver_dir]
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "HOME": "/scratch",
+        "TMPDIR": "/tmp",
+        "PYTHONPATH": "/gradlab",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONHASHSEED": "0",
+        "OMP_NUM_THREADS": "1",
+        "MKL_NUM_THREADS": "1",
+        "CUBLAS_WORKSPACE_CONFIG": ":4096:8",
+        "LANG": "C.UTF-8",
+    }
+    if use_gpu and Path("/usr/local/nvidia/lib64").is_dir():
+        env["LD_LIBRARY_PATH"] = "/usr/local/nvidia/lib64:/usr/local/nvidia/lib"
+    for key, value in env.items():
+        argv += ["--setenv", key, value]
+    argv += ["--", sys.executable, "-s", "-B", "-m", "harness.run", str(obs_fd)]
+    return argv
+
+
+def _limit_resources(wall_s: float, memory_mb: int) -> None:
+    """Runs in the child between fork and exec: rlimits apply to bwrap and the whole job."""
+    cpu_s = int(wall_s) + 5
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (64 << 20, 64 << 20))
+    resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))
+    # RLIMIT_DATA, not RLIMIT_AS: the address-space limit breaks CUDA initialisation.
+    resource.setrlimit(resource.RLIMIT_DATA, (memory_mb << 20, memory_mb << 20))
+
+
+def _drain(fd: int, cap: int, into: Stream) -> None:
+    """Keep the first `cap` bytes, read and count the rest so the writer never blocks."""
+    chunks, kept = [], 0
+    with os.fdopen(fd, "rb", buffering=0) as f:
+        while chunk := f.read(65536):
+            into.total += len(chunk)
+            if kept < cap:
+                chunks.append(chunk[: cap - kept])
+                kept += len(chunks[-1])
+    into.data = b"".join(chunks)
+
+
+def run_in_sandbox(
+    *,
+    settings: Settings,
+    spec_json: str,
+    code: str,
+    wall_s: float,
+    memory_mb: int,
+    use_gpu: bool,
+) -> SandboxRun:
+    if shutil.which(settings.bwrap_path) is None:
+        raise SandboxUnavailable(
+            f"{settings.bwrap_path!r} not found: install bubblewrap (apt-get install bubblewrap)"
+        )
+    with tempfile.TemporaryDirectory(prefix="gradlab-job-") as tmp:
+        job_dir = Path(tmp)
+        (job_dir / "spec.json").write_text(spec_json, encoding="utf-8")
+        (job_dir / "submission.py").write_text(code, encoding="utf-8")
+        os.chmod(job_dir, 0o755)
+        for name in ("spec.json", "submission.py"):
+            os.chmod(job_dir / name, 0o644)
+        return _run(settings, job_dir, wall_s, memory_mb, use_gpu)
+
+
+def _run(
+    settings: Settings, job_dir: Path, wall_s: float, memory_mb: int, use_gpu: bool
+) -> SandboxRun:
+    obs_read, obs_write = os.pipe()
+    argv = bwrap_argv(settings=settings, job_dir=job_dir, obs_fd=obs_write, use_gpu=use_gpu)
+    started = time.monotonic()
+    process = subprocess.Popen(
+        argv,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        pass_fds=(obs_write,),
+        start_new_session=True,
+        preexec_fn=lambda: _limit_resources(wall_s, memory_mb),
+        env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
+    )
+    os.close(obs_write)
+    streams = {"stdout": Stream(), "stderr": Stream(), "observations": Stream()}
+    assert process.stdout is not None and process.stderr is not None
+    readers = [
+        threading.Thread(target=_drain, args=(fd, cap, streams[name]), daemon=True)
+        for name, fd, cap in (
+            ("stdout", os.dup(process.stdout.fileno()), settings.max_output_bytes),
+            ("stderr", os.dup(process.stderr.fileno()), settings.max_output_bytes),
+            ("observations", obs_read, settings.max_observation_bytes),
+        )
+    ]
+    process.stdout.close()
+    process.stderr.close()
+    for reader in readers:
+        reader.start()
+    timed_out = False
+    try:
+        process.wait(timeout=wall_s)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        # Kill bwrap's group (still unreaped, so the pgid cannot have been reused); the pid
+        # namespace dies with bwrap, taking every process of the job with it.
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+    for reader in readers:
+        reader.join(timeout=5)
+    return SandboxRun(
+        returncode=process.returncode,
+        stdout=streams["stdout"],
+        stderr=streams["stderr"],
+        observations=streams["observations"],
+        timed_out=timed_out,
+        wall_s=time.monotonic() - started,
+    )

@@ -9,6 +9,8 @@ mode="${1:-run}"
 packages=()
 command -v bwrap >/dev/null 2>&1 || packages+=(bubblewrap)
 python3 -c 'import ensurepip, venv' 2>/dev/null || packages+=(python3-venv)
+# the browser tests drive Debian's chromium through Playwright
+[ "$mode" = "--test" ] && ! command -v chromium >/dev/null 2>&1 && packages+=(chromium)
 
 if [ ${#packages[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then

@@ -1,8 +1,15 @@
 """Shared fixtures: isolated settings (temp data dir), the real content, a web client."""
 
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 from fastapi.testclient import TestClient
 
@@ -33,3 +40,44 @@ def client(settings: Settings) -> Iterator[TestClient]:
 
     with TestClient(create_app(settings)) as test_client:
         yield test_client
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def server(  # a real `gradlab serve` (web + one local worker) on a free port
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[str]:
+    data_dir = tmp_path_factory.mktemp("serve-data")
+    port = _free_port()
+    env = {**os.environ, "GRADLAB_DATA_DIR": str(data_dir), "GRADLAB_POLL_INTERVAL_S": "0.1"}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "gradlab.cli", "serve", "--port", str(port)],
+        cwd=PROJECT_ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"{base}/en/", timeout=1).status_code == 200:
+                break
+        except httpx.HTTPError:
+            time.sleep(0.2)
+    else:
+        process.kill()
+        pytest.fail(f"server did not start: {process.stdout.read().decode()[-3000:]}")
+    yield base
+    process.send_signal(signal.SIGINT)
+    try:
+        process.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        pytest.fail("gradlab serve did not stop on SIGINT")
+    assert (data_dir / "gradlab.db").exists()

@@ -263,7 +263,9 @@ def test_malformed_yaml_in_course_file(tree: Path) -> None:
 
 def test_unknown_key_inside_a_section(tree: Path) -> None:
     de = tree / "warmup" / "de.yaml"
-    edit(de, "    title: Warum aufwärmen?\n", "    title: Warum aufwärmen?\n    boddy: Tippfehler\n")
+    edit(
+        de, "    title: Warum aufwärmen?\n", "    title: Warum aufwärmen?\n    boddy: Tippfehler\n"
+    )
     problem = only_problem(tree)
     assert problem.file == de
     assert problem.line == line_of(de, "boddy:")
@@ -273,7 +275,11 @@ def test_unknown_key_inside_a_section(tree: Path) -> None:
 
 def test_unknown_key_in_lesson_spec(tree: Path) -> None:
     spec = tree / "warmup" / "lesson.yaml"
-    edit(spec, "  - id: schedule\n    kind: prose\n", "  - id: schedule\n    kind: prose\n    cod: x\n")
+    edit(
+        spec,
+        "  - id: schedule\n    kind: prose\n",
+        "  - id: schedule\n    kind: prose\n    cod: x\n",
+    )
     problem = only_problem(tree)
     assert problem.file == spec
     assert problem.line == line_of(spec, "cod: x")
@@ -328,26 +334,15 @@ def test_missing_english_section_is_reported(tree: Path) -> None:
     _drop_en_section(en, "schedule", "quick-check")
     problem = only_problem(tree)
     assert problem.file == en
-    assert problem.message == "sections.schedule: missing or incomplete"
+    assert problem.message.startswith("sections.schedule: ")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="production bug: _check_english_complete reports every missing English section at "
-    "line 1 instead of the `sections:` line (line_of's own rule: a missing key points at its "
-    "parent)",
-)
 def test_missing_english_section_points_at_sections_line(tree: Path) -> None:
     en = tree / "warmup" / "en.yaml"
     _drop_en_section(en, "schedule", "quick-check")
     assert only_problem(tree).line == line_of(en, "sections:")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="production bug: an incomplete English section (empty body) is reported at line 1, "
-    "not at the section",
-)
 def test_incomplete_english_section_points_at_the_section(tree: Path) -> None:
     en = tree / "warmup" / "en.yaml"
     text = en.read_text(encoding="utf-8")
@@ -358,7 +353,7 @@ def test_incomplete_english_section_points_at_the_section(tree: Path) -> None:
         encoding="utf-8",
     )
     problem = only_problem(tree)
-    assert problem.message == "sections.schedule: missing or incomplete"
+    assert problem.message.startswith("sections.schedule: ")
     assert problem.line == line_of(en, "  schedule:")
 
 
@@ -402,11 +397,6 @@ def test_lesson_id_must_match_its_folder(tree: Path) -> None:
     assert only_problem(tree) == Problem(spec, line_of(spec, "id: warm-up"), "id must be warmup")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="production bug: a missing starter file is reported at line 1 of lesson.yaml, not at "
-    "its `starter:` line",
-)
 def test_missing_starter_points_at_its_line(tree: Path) -> None:
     spec = tree / "warmup" / "lesson.yaml"
     (tree / "warmup" / "exercises" / "linear_warmup.py").unlink()
@@ -420,7 +410,7 @@ def test_missing_starter_is_reported(tree: Path) -> None:
     (tree / "warmup" / "exercises" / "linear_warmup.py").unlink()
     problem = only_problem(tree)
     assert problem.file == spec
-    assert "missing starter" in problem.message and "linear_warmup.py" in problem.message
+    assert "cannot read" in problem.message and "linear_warmup.py" in problem.message
 
 
 def test_every_problem_is_reported_at_once(tree: Path) -> None:
@@ -436,11 +426,6 @@ def test_every_problem_is_reported_at_once(tree: Path) -> None:
 # --- gaps in the English fallback ------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="production bug: a translated title with a missing subtitle shows the English "
-    "subtitle, yet the view counts as fully translated (no data-untranslated marker)",
-)
 def test_missing_subtitle_counts_as_untranslated(tree: Path) -> None:
     tr = tree / "warmup" / "tr.yaml"
     edit(tr, "subtitle: İlk güncellemeler kontrolden çıkmasın diye küçük adımlarla başla.\n", "")
@@ -449,11 +434,6 @@ def test_missing_subtitle_counts_as_untranslated(tree: Path) -> None:
     assert view.untranslated is True
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="production bug: a translated quiz without `explanation` is complete for "
-    "_section_complete, so learners get an empty explanation instead of the English one",
-)
 def test_missing_quiz_explanation_falls_back_to_english(tree: Path) -> None:
     from app.routes.api import QuizAnswer, check_quiz
 

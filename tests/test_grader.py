@@ -12,6 +12,7 @@ import pytest
 
 from gradlab.config import LOCALES, Settings
 from gradlab.content.loader import Content
+from gradlab.results import GradeResult
 from worker.grading import grade
 
 CORPUS = Path(__file__).parent / "corpus"
@@ -40,15 +41,14 @@ def grading_settings(tmp_path_factory: pytest.TempPathFactory) -> Settings:
     return Settings(data_dir=tmp_path_factory.mktemp("data"), max_wall_s=15)
 
 
-@pytest.mark.parametrize("path", CORPUS_FILES, ids=lambda p: f"{p.parent.name}/{p.stem}")
-def test_corpus_verdict(path: Path, grading_settings: Settings, content: Content) -> None:
+def _assert_verdict(path: Path, settings: Settings, content: Content) -> GradeResult:
     code = path.read_text(encoding="utf-8")
     match = HEADER.match(code.splitlines()[0])
     assert match, f"{path}: first line must be '# expect: ...'"
     status, detail, line = match.groups()
     result = grade(
         content=content,
-        settings=grading_settings,
+        settings=settings,
         exercise=EXERCISES[path.parent.name],
         code=code,
         locale="en",
@@ -66,6 +66,22 @@ def test_corpus_verdict(path: Path, grading_settings: Settings, content: Content
         assert result.error is not None and result.error.kind == detail, summary
         if line:
             assert result.error.line == int(line)
+    return result
+
+
+@pytest.mark.parametrize("path", CORPUS_FILES, ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_corpus_verdict(path: Path, grading_settings: Settings, content: Content) -> None:
+    result = _assert_verdict(path, grading_settings, content)
+    assert result.device == "cpu" or grading_settings.device != "cpu"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("path", CORPUS_FILES, ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_corpus_verdict_on_cuda(path: Path, tmp_path: Path, content: Content) -> None:
+    """The same corpus through the CUDA path (float32, TF32 off): run with `pytest -m gpu`."""
+    settings = Settings(data_dir=tmp_path, device="cuda", max_wall_s=30)
+    result = _assert_verdict(path, settings, content)
+    assert result.device == "cuda"
 
 
 def test_corpus_covers_the_required_verdicts() -> None:

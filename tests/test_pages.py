@@ -54,7 +54,9 @@ class Node:
             if isinstance(child, Node):
                 yield from child.iter()
 
-    def find_all(self, tag: str | None = None, cls: str | None = None, **attrs: str) -> list["Node"]:
+    def find_all(
+        self, tag: str | None = None, cls: str | None = None, **attrs: str
+    ) -> list["Node"]:
         return [
             node
             for node in self.iter()
@@ -135,10 +137,24 @@ def get_page(client: TestClient, url: str) -> tuple[str, Node]:
 # --- the real lesson in every locale ---------------------------------------------------------
 
 
+@pytest.fixture(scope="module")
+def lesson_pages(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[str, Node]]:
+    """The lesson page in every locale, fetched once: the same app as the `client` fixture's,
+    built once per module because these tests only read."""
+    from app.main import create_app
+
+    settings = Settings(data_dir=tmp_path_factory.mktemp("data"), content_dir=LESSONS,
+                        secret_key="test-secret")  # fmt: skip
+    with TestClient(create_app(settings)) as client:
+        return {loc: get_page(client, LESSON_URL.format(locale=loc)) for loc in LOCALES}
+
+
 @pytest.fixture(params=LOCALES)
-def lesson_page(request: pytest.FixtureRequest, client: TestClient) -> tuple[str, str, Node]:
+def lesson_page(
+    request: pytest.FixtureRequest, lesson_pages: dict[str, tuple[str, Node]]
+) -> tuple[str, str, Node]:
     locale = request.param
-    html, doc = get_page(client, LESSON_URL.format(locale=locale))
+    html, doc = lesson_pages[locale]
     return locale, html, doc
 
 
@@ -415,6 +431,8 @@ def redirect_of(response: httpx.Response) -> str:
         ("fr-FR, fr;q=0.9, tr;q=0.3, de;q=0.2", "/tr/"),
         ("DE-at", "/de/"),
         ("de;q=0, tr;q=0.1", "/tr/"),
+        ("de;q=0", "/en/"),  # q=0 means "not acceptable"
+        ("es;q=abc, tr;q=0.2", "/tr/"),
         ("fr, ja", "/en/"),
         ("tr;q=0.5, es;q=0.5", "/tr/"),  # equal quality: first listed wins
     ],
@@ -453,6 +471,15 @@ def test_unknown_locale_is_404(client: TestClient, url: str) -> None:
     assert response.status_code == 404
     assert response.headers["content-type"].startswith("text/html")
     assert translate("en", "not_found") in response.text
+
+
+def test_unknown_locale_404_page_speaks_the_negotiated_language(client: TestClient) -> None:
+    client.cookies.clear()
+    response = client.get("/fr/", headers={"Accept-Language": "fr, de;q=0.5"})
+    assert response.status_code == 404
+    doc = parse(response.text)
+    assert doc.find("html").attrs["lang"] == "de"
+    assert doc.find("h1").text == translate("de", "not_found")
 
 
 @pytest.mark.parametrize("locale", LOCALES)
@@ -535,7 +562,9 @@ def test_unknown_quiz_outcome_is_ignored(client: TestClient) -> None:
 
 @pytest.mark.parametrize("answer", [QUIZ["quiz"]["options"], 99, -1])
 def test_quiz_api_rejects_out_of_range_answer(client: TestClient, answer: int) -> None:
-    response = client.post(f"/api/v1/lessons/{LESSON}/quiz", json={"answer": answer, "locale": "de"})
+    response = client.post(
+        f"/api/v1/lessons/{LESSON}/quiz", json={"answer": answer, "locale": "de"}
+    )
     assert response.status_code == 422
     assert response.headers["content-type"].startswith("application/json")
 

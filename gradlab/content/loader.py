@@ -14,7 +14,7 @@ from gradlab.content.schema import (
     SectionSpec,
     SectionText,
 )
-from gradlab.content.yamlfile import ContentError, Problem, load_yaml
+from gradlab.content.yamlfile import ContentError, Problem, line_of, load_yaml
 
 
 @dataclass(frozen=True)
@@ -35,6 +35,7 @@ class Lesson:
     spec: LessonSpec
     texts: dict[str, LessonText]  # per locale; "en" always present
     folder: Path
+    starter_code: dict[str, str]  # per exercise id
 
 
 @dataclass(frozen=True)
@@ -93,11 +94,7 @@ def load_content(content_dir: Path) -> Content:
             continue
         lessons[entry.id] = lesson
         for spec in lesson.spec.exercises:
-            starter = folder / spec.starter
-            if not starter.is_file():
-                problems.append(Problem(folder / "lesson.yaml", 1, f"missing starter {starter}"))
-                continue
-            exercise = Exercise(entry.id, spec, starter.read_text(encoding="utf-8"))
+            exercise = Exercise(entry.id, spec, lesson.starter_code[spec.id])
             exercises[exercise.ref] = exercise
     if problems:
         raise ContentError(problems)
@@ -110,6 +107,20 @@ def _load_lesson(folder: Path, lesson_id: str, course: Course) -> Lesson:
     problems: list[Problem] = []
     if spec.id != lesson_id:
         problems.append(Problem(spec_file, spec_lines.get(("id",), 1), f"id must be {lesson_id}"))
+    starter_code: dict[str, str] = {}
+    for index, exercise in enumerate(spec.exercises):
+        try:
+            starter_code[exercise.id] = (folder / exercise.starter).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            line = line_of(spec_lines, ("exercises", index, "starter"))
+            reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8"
+            problems.append(
+                Problem(
+                    spec_file,
+                    line,
+                    f"exercises.{index}.starter: cannot read {exercise.starter}: {reason}",
+                )
+            )
     texts: dict[str, LessonText] = {}
     for locale in LOCALES:
         file = folder / f"{locale}.yaml"
@@ -123,12 +134,12 @@ def _load_lesson(folder: Path, lesson_id: str, course: Course) -> Lesson:
             problems.extend(exc.problems)
             continue
         problems.extend(_check_keys(file, lines, spec, text, course))
+        if locale == DEFAULT_LOCALE:
+            problems.extend(_check_english_complete(file, lines, spec, text, course))
         texts[locale] = text
-    if DEFAULT_LOCALE in texts:
-        problems.extend(_check_english_complete(folder / "en.yaml", spec, texts[DEFAULT_LOCALE]))
     if problems:
         raise ContentError(problems)
-    return Lesson(spec=spec, texts=texts, folder=folder)
+    return Lesson(spec=spec, texts=texts, folder=folder, starter_code=starter_code)
 
 
 def _check_keys(
@@ -162,17 +173,27 @@ def _check_keys(
     return problems
 
 
-def _check_english_complete(file: Path, spec: LessonSpec, text: LessonText) -> list[Problem]:
-    """English is the fallback for every other locale, so it must be whole."""
+def _check_english_complete(
+    file: Path, lines: dict, spec: LessonSpec, text: LessonText, course: Course
+) -> list[Problem]:
+    """English is the fallback for every other locale, so it must be whole. A missing part is
+    reported at its parent's line, an incomplete one at its own."""
     problems = []
     if not text.title:
-        problems.append(Problem(file, 1, "title: required in English"))
+        problems.append(Problem(file, line_of(lines, ("title",)), "title: required in English"))
     for section in spec.sections:
-        if not _section_complete(section, text.sections.get(section.id)):
-            problems.append(Problem(file, 1, f"sections.{section.id}: missing or incomplete"))
+        given = text.sections.get(section.id)
+        if not _section_complete(section, given):
+            what = "missing" if given is None else f"incomplete for kind {section.kind}"
+            line = line_of(lines, ("sections", section.id))
+            problems.append(Problem(file, line, f"sections.{section.id}: {what}"))
     for exercise in spec.exercises:
         if exercise.id not in text.exercises:
-            problems.append(Problem(file, 1, f"exercises.{exercise.id}: missing"))
+            line = line_of(lines, ("exercises", exercise.id))
+            problems.append(Problem(file, line, f"exercises.{exercise.id}: missing"))
+    for key in course.faq:
+        if key not in text.faq:
+            problems.append(Problem(file, line_of(lines, ("faq", key)), f"faq.{key}: missing"))
     return problems
 
 
@@ -180,10 +201,21 @@ def _section_complete(spec: SectionSpec, text: SectionText | None) -> bool:
     if text is None or not text.title:
         return False
     if spec.kind == "quiz":
-        return bool(text.question and text.options and len(text.options) == spec.quiz.options)
+        options = spec.quiz.options if spec.quiz else 0
+        return bool(
+            text.question
+            and text.explanation
+            and text.options
+            and len(text.options) == options
+            and all(text.options)
+        )
     if spec.kind == "recap":
         return bool(text.points)
     return bool(text.body)
+
+
+def _exercise_complete(text: ExerciseText | None, english: ExerciseText) -> bool:
+    return bool(text and text.title and text.instructions and len(text.hints) == len(english.hints))
 
 
 # --- per-locale view -------------------------------------------------------------------------
@@ -248,25 +280,30 @@ def lesson_view(content: Content, lesson_id: str, locale: str) -> LessonView:
         )
     faq = []
     for key in content.course.faq:
-        given_faq, fallback = local.faq.get(key), english.faq.get(key)
-        if given_faq is not None:
+        given_faq = local.faq.get(key)
+        if given_faq is not None and given_faq.question and given_faq.answer:
             faq.append(FaqView(key, given_faq, False))
-        elif fallback is not None:
-            faq.append(FaqView(key, fallback, True))
+        else:
+            faq.append(FaqView(key, english.faq[key], True))
     exercises = []
     for spec in lesson.spec.exercises:
         exercise = content.exercises[f"{lesson_id}/{spec.id}"]
-        given_ex = local.exercises.get(spec.id)
-        text = given_ex or english.exercises[spec.id]
-        exercises.append(ExerciseView(exercise, text, given_ex is None))
+        given_ex, english_ex = local.exercises.get(spec.id), english.exercises[spec.id]
+        translated_ex = _exercise_complete(given_ex, english_ex)
+        exercises.append(
+            ExerciseView(exercise, given_ex if translated_ex else english_ex, not translated_ex)
+        )
+    # Title and subtitle travel together: a page never mixes languages within its header.
+    header_translated = bool(local.title) and (bool(local.subtitle) or not english.subtitle)
+    header = local if header_translated else english
     return LessonView(
         id=lesson_id,
         locale=locale,
         number=content.lesson_number(lesson_id),
         total=len(content.course.lessons),
-        title=local.title or english.title or lesson_id,
-        subtitle=local.subtitle or english.subtitle,
-        title_untranslated=not local.title,
+        title=header.title or lesson_id,
+        subtitle=header.subtitle,
+        title_untranslated=not header_translated,
         sections=sections,
         faq=faq,
         exercises=exercises,

@@ -13,7 +13,7 @@ from gradlab.config import PROJECT_ROOT, Settings
 from gradlab.content.loader import Content
 from gradlab.results import GradeResult
 from worker.grading import grade
-from worker.sandbox import _python_roots
+from worker.sandbox import _python_roots, bwrap_argv
 
 EXERCISE = "gradient-accumulation/accumulate"
 SECRET = "worker-secret-value-7f3a"
@@ -201,3 +201,11 @@ def test_harness_failure_is_internal_not_the_learners(tmp_path: Path, content: C
     )
     result = _grade(settings, content, "pass\n")
     assert result.status == "error" and result.error.kind == "internal_error"
+
+
+def test_private_mounts_come_before_binds(settings: Settings, tmp_path: Path) -> None:
+    """A tmpfs listed after a bind hides it: a runtime under /tmp (a CI clone) must stay visible."""
+    argv = bwrap_argv(settings=settings, job_dir=tmp_path, obs_fd=5, use_gpu=False)
+    last_private = max(i for i, arg in enumerate(argv) if arg in ("--tmpfs", "--proc", "--dev"))
+    first_bind = min(i for i, arg in enumerate(argv) if arg.endswith("bind"))
+    assert last_private < first_bind

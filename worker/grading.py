@@ -92,7 +92,13 @@ def _grade(
         observations = parse(run.observations.data)
     except BadObservations:
         if run.returncode == 0 or not learner_code_started(run.observations.data):
-            raise  # the harness failed on its own: ours to investigate, never the learner's
+            # the harness failed on its own: ours to investigate, never the learner's
+            log.error(
+                "sandbox exited %s without observations; stderr: %s",
+                run.returncode,
+                run.stderr.data[-4000:].decode("utf-8", errors="replace"),
+            )
+            raise
         text = message(locale, "error.no_observations")
         return GradeResult.failure(ResultError(kind="runtime_error", message=text), **common)
     learner_error = observations.meta.get("error")

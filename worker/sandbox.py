@@ -77,30 +77,18 @@ def _python_roots() -> list[str]:
     return [p for p in roots if not any(p != q and p.startswith(q + os.sep) for q in roots)]
 
 
+ISOLATION = (
+    "--unshare-user --unshare-pid --unshare-net --unshare-ipc --unshare-uts --unshare-cgroup-try "
+    f"--uid {SANDBOX_UID} --gid {SANDBOX_UID} --hostname sandbox "
+    "--die-with-parent --new-session --cap-drop ALL --clearenv"
+).split()
+# The sandbox's own filesystems come first: binds listed after them may land inside them (a
+# runtime under /tmp, say), while a tmpfs mounted later would hide an earlier bind.
+PRIVATE_MOUNTS = ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/scratch"]
+
+
 def bwrap_argv(*, settings: Settings, job_dir: Path, obs_fd: int, use_gpu: bool) -> list[str]:
-    argv = [
-        settings.bwrap_path,
-        "--unshare-user",
-        "--unshare-pid",
-        "--unshare-net",
-        "--unshare-ipc",
-        "--unshare-uts",
-        "--unshare-cgroup-try",
-        "--uid",
-        str(SANDBOX_UID),
-        "--gid",
-        str(SANDBOX_UID),
-        "--hostname",
-        "sandbox",
-        "--die-with-parent",
-        "--new-session",
-        "--cap-drop",
-        "ALL",
-        "--clearenv",
-        "--ro-bind",
-        "/usr",
-        "/usr",
-    ]
+    argv = [settings.bwrap_path, *ISOLATION, *PRIVATE_MOUNTS, "--ro-bind", "/usr", "/usr"]
     for top in ("bin", "lib", "lib64", "lib32", "sbin"):
         path = Path("/") / top
         if path.is_symlink():
@@ -112,24 +100,8 @@ def bwrap_argv(*, settings: Settings, job_dir: Path, obs_fd: int, use_gpu: bool)
             argv += ["--ro-bind", etc_file, etc_file]
     for root in _python_roots():
         argv += ["--ro-bind", root, root]
-    argv += [
-        "--proc",
-        "/proc",
-        "--dev",
-        "/dev",
-        "--tmpfs",
-        "/tmp",
-        "--tmpfs",
-        "/scratch",
-        "--ro-bind",
-        str(HARNESS_DIR),
-        "/gradlab/harness",
-        "--ro-bind",
-        str(job_dir),
-        "/gradlab/job",
-        "--chdir",
-        "/scratch",
-    ]
+    argv += ["--ro-bind", str(HARNESS_DIR), "/gradlab/harness"]
+    argv += ["--ro-bind", str(job_dir), "/gradlab/job", "--chdir", "/scratch"]
     if use_gpu:
         for node in gpu_device_nodes():
             argv += ["--dev-bind", node, node]

@@ -7,6 +7,8 @@ from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 from .problems import (
+    IGNORE_INDEX,
+    VOCAB,
     AccumulationScenario,
     make_data,
     make_loss_fn,
@@ -111,18 +113,22 @@ def setup(
     """The learner's globals for one scenario, and the recorder watching them."""
     scenario = AccumulationScenario.from_dict(scenario_data)
     x, y = make_data(scenario)
-    dataset = TensorDataset(x.to(device, dtype), y.to(device, dtype))
+    if x.is_floating_point():
+        x, y = x.to(dtype), y.to(dtype)
+    dataset = TensorDataset(x.to(device), y.to(device))
     loader = RecordingLoader(dataset, batch_size=scenario.micro_batch_size, shuffle=False)
     model = make_model(scenario).to(device, dtype)
     optimizer = make_optimizer(scenario, model)
     recorder = AccumulationRecorder(model, optimizer, loader)
     names = {
         "model": model,
-        "loss_fn": make_loss_fn(),
+        "loss_fn": make_loss_fn(scenario),
         "optimizer": optimizer,
         "loader": loader,
         "accum_steps": scenario.accum_steps,
         "torch": torch,
         "nn": nn,
     }
+    if scenario.model == "tokens":
+        names.update(ignore_index=IGNORE_INDEX, vocab_size=VOCAB)
     return names, recorder

@@ -1,12 +1,20 @@
-"""Deterministic training problems, built identically inside the sandbox and on trusted ground."""
+"""Deterministic training problems, built identically inside the sandbox and on trusted ground.
 
-from dataclasses import dataclass
+Everything is a pure function of the scenario (its seed above all): the trusted side rebuilds
+the data and the initial weights itself and never takes them from the sandbox.
+"""
+
+from dataclasses import dataclass, fields
 
 import torch
 from torch import nn
 
 IN_FEATURES = 8
 HIDDEN = 16
+VOCAB = 11
+EMBED = 8
+IGNORE_INDEX = -100
+PAD_ID = 0
 
 
 @dataclass(frozen=True)
@@ -15,44 +23,72 @@ class AccumulationScenario:
     accum_steps: int
     microbatches: int
     micro_batch_size: int
-    optimizer: str  # "sgd" | "adam"
-    lr: float
+    optimizer: str = "sgd"  # "sgd" | "adam"
+    lr: float = 0.1
+    model: str = "mlp"  # "mlp" | "mlp_bn" (regression) | "tokens" (next-token, padded)
+    seq_len: int = 6  # tokens only
+    sparse_microbatch: int = -1  # tokens only: this micro-batch is almost all padding
+    informational: bool = False  # run and reported, never graded
 
     @classmethod
     def from_dict(cls, data: dict) -> "AccumulationScenario":
-        return cls(
-            seed=int(data["seed"]),
-            accum_steps=int(data["accum_steps"]),
-            microbatches=int(data["microbatches"]),
-            micro_batch_size=int(data["micro_batch_size"]),
-            optimizer=str(data["optimizer"]),
-            lr=float(data["lr"]),
-        )
+        types = {f.name: f.type for f in fields(cls)}  # int, float, str, bool
+        return cls(**{k: types[k](v) for k, v in data.items() if k in types})  # type: ignore[operator]
 
 
-def make_data(scenario: AccumulationScenario) -> tuple[torch.Tensor, torch.Tensor]:
-    """Inputs and targets in float64 on the CPU; callers cast and move them."""
-    generator = torch.Generator().manual_seed(scenario.seed)
-    n = scenario.microbatches * scenario.micro_batch_size
+def make_data(s: AccumulationScenario) -> tuple[torch.Tensor, torch.Tensor]:
+    """Inputs and targets on the CPU (float64 for regression); callers cast and move them."""
+    generator = torch.Generator().manual_seed(s.seed)
+    n = s.microbatches * s.micro_batch_size
+    if s.model == "tokens":
+        return _token_data(s, generator, n)
     x = torch.randn(n, IN_FEATURES, generator=generator, dtype=torch.float64)
     w = torch.randn(IN_FEATURES, 1, generator=generator, dtype=torch.float64)
     y = torch.tanh(x @ w) + 0.1 * torch.randn(n, 1, generator=generator, dtype=torch.float64)
     return x, y
 
 
-def make_model(scenario: AccumulationScenario) -> nn.Module:
-    """A small MLP with seeded initial weights, float64 on the CPU."""
+def _token_data(
+    s: AccumulationScenario, generator: torch.Generator, n: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Padded sequences of very uneven length; labels are IGNORE_INDEX on padding."""
+    tokens = torch.randint(1, VOCAB, (n, s.seq_len), generator=generator)
+    labels = torch.randint(0, VOCAB, (n, s.seq_len), generator=generator)
+    lengths = torch.randint(1, s.seq_len + 1, (n,), generator=generator)
+    if 0 <= s.sparse_microbatch < s.microbatches:
+        start = s.sparse_microbatch * s.micro_batch_size
+        lengths[start : start + s.micro_batch_size] = 1
+        lengths[start] = 2
+    padding = torch.arange(s.seq_len).unsqueeze(0) >= lengths.unsqueeze(1)
+    return tokens.masked_fill(padding, PAD_ID), labels.masked_fill(padding, IGNORE_INDEX)
+
+
+def make_model(s: AccumulationScenario) -> nn.Module:
+    """The scenario's model with seeded initial weights, float64 on the CPU."""
     with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(scenario.seed)
-        model = nn.Sequential(nn.Linear(IN_FEATURES, HIDDEN), nn.Tanh(), nn.Linear(HIDDEN, 1))
+        torch.manual_seed(s.seed)
+        if s.model == "tokens":
+            model = nn.Sequential(nn.Embedding(VOCAB, EMBED), nn.Tanh(), nn.Linear(EMBED, VOCAB))
+        elif s.model == "mlp_bn":
+            model = nn.Sequential(
+                nn.Linear(IN_FEATURES, HIDDEN),
+                nn.BatchNorm1d(HIDDEN),
+                nn.Tanh(),
+                nn.Linear(HIDDEN, 1),
+            )
+        else:
+            model = nn.Sequential(nn.Linear(IN_FEATURES, HIDDEN), nn.Tanh(), nn.Linear(HIDDEN, 1))
     return model.to(torch.float64)
 
 
-def make_optimizer(scenario: AccumulationScenario, model: nn.Module) -> torch.optim.Optimizer:
-    if scenario.optimizer == "adam":
-        return torch.optim.Adam(model.parameters(), lr=scenario.lr)
-    return torch.optim.SGD(model.parameters(), lr=scenario.lr)
+def make_optimizer(s: AccumulationScenario, model: nn.Module) -> torch.optim.Optimizer:
+    if s.optimizer == "adam":
+        return torch.optim.Adam(model.parameters(), lr=s.lr)
+    return torch.optim.SGD(model.parameters(), lr=s.lr)
 
 
-def make_loss_fn() -> nn.Module:
+def make_loss_fn(s: AccumulationScenario) -> nn.Module:
+    """What the learner gets as `loss_fn`: always a mean reduction."""
+    if s.model == "tokens":
+        return nn.CrossEntropyLoss(ignore_index=IGNORE_INDEX, reduction="mean")
     return nn.MSELoss(reduction="mean")

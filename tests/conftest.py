@@ -55,11 +55,13 @@ def server(  # a real `gradlab serve` (web + one local worker) on a free port
     data_dir = tmp_path_factory.mktemp("serve-data")
     port = _free_port()
     env = {**os.environ, "GRADLAB_DATA_DIR": str(data_dir), "GRADLAB_POLL_INTERVAL_S": "0.1"}
+    log_path = data_dir / "serve.log"  # a file, not a pipe: nobody reads a pipe while tests run
+    log_file = log_path.open("wb")
     process = subprocess.Popen(
         [sys.executable, "-m", "gradlab.cli", "serve", "--port", str(port)],
         cwd=PROJECT_ROOT,
         env=env,
-        stdout=subprocess.PIPE,
+        stdout=log_file,
         stderr=subprocess.STDOUT,
     )
     base = f"http://127.0.0.1:{port}"
@@ -72,7 +74,7 @@ def server(  # a real `gradlab serve` (web + one local worker) on a free port
             time.sleep(0.2)
     else:
         process.kill()
-        pytest.fail(f"server did not start: {process.stdout.read().decode()[-3000:]}")
+        pytest.fail(f"server did not start: {log_path.read_text()[-3000:]}")
     yield base
     process.send_signal(signal.SIGINT)
     try:
@@ -80,4 +82,6 @@ def server(  # a real `gradlab serve` (web + one local worker) on a free port
     except subprocess.TimeoutExpired:
         process.kill()
         pytest.fail("gradlab serve did not stop on SIGINT")
+    finally:
+        log_file.close()
     assert (data_dir / "gradlab.db").exists()

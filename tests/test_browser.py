@@ -42,10 +42,10 @@ def test_submit_from_the_lesson_page(
     page.on("pageerror", lambda exc: errors.append(str(exc)))
     page.goto(f"{server}/{locale}/lessons/gradient-accumulation")
     assert page.locator("html").get_attribute("lang") == locale
-    textarea = page.locator("textarea[name=code]")
+    textarea = page.locator("#exercise-accumulate textarea[name=code]")
     assert "optimizer.zero_grad()" in textarea.input_value()  # the starter code
     textarea.fill((CORPUS / file).read_text())
-    page.click("form.submit-form button[type=submit]")
+    page.click("#exercise-accumulate button[type=submit]")
     result = page.wait_for_selector(f".result[data-status={status}]", timeout=90_000)
     assert "/submissions/" not in page.url  # graded in place, no navigation
     if code:

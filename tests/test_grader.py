@@ -6,6 +6,7 @@ Every file in tests/corpus/<exercise>/ starts with a header line:
 
 import re
 import string
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,11 @@ from gradlab.results import GradeResult
 from worker.grading import grade
 
 CORPUS = Path(__file__).parent / "corpus"
-EXERCISES = {"accumulate": "gradient-accumulation/accumulate"}
+EXERCISES = {
+    "accumulate": "gradient-accumulation/accumulate",
+    "last-partial-cycle": "gradient-accumulation/last-partial-cycle",
+    "token-weighted-loss": "gradient-accumulation/token-weighted-loss",
+}
 HEADER = re.compile(r"# expect: (passed|failed|error)(?: (\w+))?(?: line=(\d+))?")
 CORPUS_FILES = sorted(CORPUS.glob("*/*.py"))
 
@@ -33,6 +38,22 @@ DIAGNOSIS_EVIDENCE = {
     "wrong_step_count": {"steps": 3, "expected_steps": 2},
     "gradients_mismatch": {"rel_error": "0.5"},
     "parameters_mismatch": {"rel_error": "0.5"},
+    "partial_cycle_dropped": {"leftover": 2},
+    "partial_cycle_misscaled": {"leftover": 2, "accum_steps": 4},
+    "token_mean_of_means": {},
+}
+DESIGN_CODES = {
+    "loss_not_scaled",
+    "wrong_loss_scale",
+    "zeroed_every_microbatch",
+    "stepped_every_microbatch",
+    "step_off_by_one",
+    "grads_never_cleared",
+    "never_stepped",
+    "microbatches_not_used",
+    "partial_cycle_dropped",
+    "partial_cycle_misscaled",
+    "token_mean_of_means",
 }
 
 
@@ -85,21 +106,18 @@ def test_corpus_verdict_on_cuda(path: Path, tmp_path: Path, content: Content) ->
 
 
 def test_corpus_covers_the_required_verdicts() -> None:
-    headers = [HEADER.match(p.read_text().splitlines()[0]).groups() for p in CORPUS_FILES]
-    codes = {detail for status, detail, _ in headers if status == "failed"}
-    assert {
-        "loss_not_scaled",
-        "wrong_loss_scale",
-        "zeroed_every_microbatch",
-        "stepped_every_microbatch",
-        "step_off_by_one",
-        "grads_never_cleared",
-        "never_stepped",
-        "microbatches_not_used",
-    } <= codes
-    assert sum(status == "passed" for status, _, _ in headers) >= 5
+    """At least 40 submissions; every diagnosis code of DESIGN.md from two different buggy
+    loops; correct loops in several forms for every exercise."""
+    headers = [
+        (p.parent.name, *HEADER.match(p.read_text().splitlines()[0]).groups()) for p in CORPUS_FILES
+    ]
+    assert len(headers) >= 40
+    for code in DESIGN_CODES:
+        assert sum(detail == code for _, _, detail, _ in headers) >= 2, code
+    for exercise in EXERCISES:
+        assert sum(ex == exercise and st == "passed" for ex, st, _, _ in headers) >= 3, exercise
     assert {"syntax_error", "runtime_error", "timeout"} <= {
-        detail for status, detail, _ in headers if status == "error"
+        detail for _, status, detail, _ in headers if status == "error"
     }
 
 
@@ -114,3 +132,50 @@ def test_every_diagnosis_has_a_message_in_every_locale(
     fields = {name for _, name, _, _ in string.Formatter().parse(template) if name}
     assert fields == set(DIAGNOSIS_EVIDENCE[code]), f"{locale}/{code}: placeholders {fields}"
     template.format(**DIAGNOSIS_EVIDENCE[code])
+
+
+def test_runtime_error_shows_only_the_learners_frames(
+    grading_settings: Settings, content: Content
+) -> None:
+    code = textwrap.dedent(
+        """
+        def train():
+            for x, y in loader:
+                out = model(x[:, :3])
+                loss_fn(out, y).backward()
+
+        train()
+        """
+    )
+    result = grade(
+        content=content,
+        settings=grading_settings,
+        exercise=EXERCISES["accumulate"],
+        code=code,
+        locale="de",
+    )
+    assert result.status == "error" and result.error.kind == "runtime_error"
+    assert result.error.line == 4  # model(x[:, :3]): the learner's deepest line
+    message = result.error.message
+    assert 'File "submission.py", line 7, in <module>' in message
+    assert 'File "submission.py", line 4, in train' in message
+    assert "RuntimeError" in message and "mat1 and mat2" in message
+    assert "/gradlab" not in message and "torch/" not in message
+
+
+def test_a_correct_loop_learns_how_far_batchnorm_lands(
+    grading_settings: Settings, content: Content
+) -> None:
+    correct = (CORPUS / "accumulate" / "canonical.py").read_text()
+    result = grade(
+        content=content,
+        settings=grading_settings,
+        exercise=EXERCISES["accumulate"],
+        code=correct,
+        locale="es",
+    )
+    assert result.status == "passed" and result.score == 1.0
+    note = next(c for c in result.checks if c.id == "batchnorm_note")
+    assert note.max_points == 0 and "BatchNorm" in note.message
+    percent = int(re.search(r"(\d+) %", note.message).group(1))
+    assert 20 <= percent <= 200  # a correct loop is far from the full batch on BatchNorm

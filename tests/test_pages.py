@@ -258,18 +258,20 @@ def test_lesson_page_locale_switcher(lesson_page: tuple[str, str, Node]) -> None
 
 def test_lesson_page_exercise_starter_code(lesson_page: tuple[str, str, Node]) -> None:
     locale, html, doc = lesson_page
-    [exercise_spec] = SPEC["exercises"]
-    starter = (LESSONS / LESSON / exercise_spec["starter"]).read_text(encoding="utf-8")
-    section = doc.by_id(f"exercise-{exercise_spec['id']}")
-    title = TEXTS[locale]["exercises"][exercise_spec["id"]]["title"]
-    assert section.find("h2").text == f"{translate(locale, 'exercise')}: {title}"
-    form = section.find("form", cls="submit-form")
-    assert form.attrs["action"] == f"/{locale}/lessons/{LESSON}/exercises/{exercise_spec['id']}"
-    textarea = form.find("textarea", name="code")
-    assert textarea.text == starter
-    assert str(escape(starter)) in html
-    hints = TEXTS[locale]["exercises"][exercise_spec["id"]]["hints"]
-    assert len(section.find("details", cls="hints").find_all("li")) == len(hints)
+    assert len(SPEC["exercises"]) == 3
+    for exercise_spec in SPEC["exercises"]:
+        starter = (LESSONS / LESSON / exercise_spec["starter"]).read_text(encoding="utf-8")
+        section = doc.by_id(f"exercise-{exercise_spec['id']}")
+        title = TEXTS[locale]["exercises"][exercise_spec["id"]]["title"]
+        assert section.find("h2").text == f"{translate(locale, 'exercise')}: {title}"
+        form = section.find("form", cls="submit-form")
+        action = f"/{locale}/lessons/{LESSON}/exercises/{exercise_spec['id']}"
+        assert form.attrs["action"] == action
+        textarea = form.find("textarea", name="code")
+        assert textarea.text == starter
+        assert str(escape(starter)) in html
+        hints = TEXTS[locale]["exercises"][exercise_spec["id"]]["hints"]
+        assert len(section.find("details", cls="hints").find_all("li")) == len(hints) == 3
 
 
 def test_lesson_page_is_fully_translated(lesson_page: tuple[str, str, Node]) -> None:

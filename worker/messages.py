@@ -8,6 +8,11 @@ from gradlab.config import DEFAULT_LOCALE
 
 MESSAGES: dict[str, dict[str, str]] = {
     "en": {
+        "check.batchnorm.note": (
+            "For comparison: on a model with BatchNorm, even your correct loop's updates differ "
+            "from the full batch by {error}%, because BatchNorm normalises each micro-batch with "
+            "its own statistics. The lesson's section on BatchNorm explains why."
+        ),
         "check.runs.ok": "Your code ran without errors in every scenario.",
         "check.runs.bad": "Your code did not run to the end.",
         "check.steps.ok": "The optimizer stepped once per accumulation cycle in every scenario.",
@@ -41,6 +46,11 @@ MESSAGES: dict[str, dict[str, str]] = {
         ),
     },
     "es": {
+        "check.batchnorm.note": (
+            "Para comparar: en un modelo con BatchNorm, incluso las actualizaciones de tu bucle "
+            "correcto difieren del lote completo en un {error} %, porque BatchNorm normaliza cada "
+            "micro-batch con sus propias estadísticas. La sección sobre BatchNorm explica por qué."
+        ),
         "check.runs.ok": "Tu código se ejecutó sin errores en todos los escenarios.",
         "check.runs.bad": "Tu código no llegó a ejecutarse hasta el final.",
         "check.steps.ok": (
@@ -82,6 +92,12 @@ MESSAGES: dict[str, dict[str, str]] = {
         ),
     },
     "de": {
+        "check.batchnorm.note": (
+            "Zum Vergleich: Bei einem Modell mit BatchNorm weichen selbst die Updates deiner "
+            "korrekten Schleife um {error} % vom Full Batch ab, weil BatchNorm jeden "
+            "Micro-Batch mit seinen eigenen Statistiken normalisiert. Der Abschnitt zu BatchNorm "
+            "erklärt, warum."
+        ),
         "check.runs.ok": "Dein Code lief in jedem Szenario ohne Fehler.",
         "check.runs.bad": "Dein Code lief nicht bis zum Ende.",
         "check.steps.ok": "Der Optimizer hat in jedem Szenario einmal pro Akkumulationszyklus "
@@ -121,6 +137,11 @@ MESSAGES: dict[str, dict[str, str]] = {
         ),
     },
     "tr": {
+        "check.batchnorm.note": (
+            "Karşılaştırma için: BatchNorm içeren bir modelde doğru döngünün güncellemeleri bile "
+            "tam batch'ten %{error} farklı, çünkü BatchNorm her mikro batch'i kendi "
+            "istatistikleriyle normalleştirir. Nedenini dersin BatchNorm bölümü anlatıyor."
+        ),
         "check.runs.ok": "Kodun tüm senaryolarda hatasız çalıştı.",
         "check.runs.bad": "Kodun sonuna kadar çalışmadı.",
         "check.steps.ok": "Optimizer her senaryoda biriktirme döngüsü başına bir adım attı.",

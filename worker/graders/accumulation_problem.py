@@ -1,0 +1,105 @@
+"""A gradient-accumulation scenario rebuilt on trusted ground: its data, its expected
+accumulation windows and micro-batch weights, reference gradients and the reference run.
+
+Always float64 on the CPU, from the scenario's seed: nothing here comes from the sandbox except
+the parameter vectors at which gradients are evaluated.
+"""
+
+import torch
+from torch.nn.utils import parameters_to_vector, vector_to_parameters
+
+from worker.harness.problems import (
+    IGNORE_INDEX,
+    VOCAB,
+    AccumulationScenario,
+    make_data,
+    make_loss_fn,
+    make_model,
+    make_optimizer,
+)
+
+
+class AccumulationProblem:
+    def __init__(self, scenario: AccumulationScenario) -> None:
+        self.scenario = scenario
+        self.x, self.y = make_data(scenario)
+        self.model = make_model(scenario)
+        self.params = list(self.model.parameters())
+        self.initial = parameters_to_vector(self.params).detach().clone()
+        self.width = self.initial.numel()
+        n, a = scenario.microbatches, scenario.accum_steps
+        self.windows = [list(range(start, min(start + a, n))) for start in range(0, n, a)]
+        self._sum_loss = (
+            torch.nn.CrossEntropyLoss(ignore_index=IGNORE_INDEX, reduction="sum")
+            if scenario.model == "tokens"
+            else torch.nn.MSELoss(reduction="sum")
+        )
+        self._mean_loss = make_loss_fn(scenario)
+
+    @property
+    def tokens(self) -> bool:
+        return self.scenario.model == "tokens"
+
+    def batch(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
+        size = self.scenario.micro_batch_size
+        start = (index % self.scenario.microbatches) * size
+        return self.x[start : start + size], self.y[start : start + size]
+
+    def count(self, index: int) -> int:
+        """Loss terms in micro-batch `index`: valid tokens, or examples."""
+        _, y = self.batch(index)
+        return int((y != IGNORE_INDEX).sum()) if self.tokens else int(y.numel())
+
+    def expected_weights(self, window: list[int]) -> torch.Tensor:
+        """The weight of each micro-batch's mean loss in a correct update of `window`: its
+        share of the window's loss terms (equal for equal micro-batches)."""
+        counts = torch.tensor([self.count(j) for j in window], dtype=torch.float64)
+        return counts / counts.sum()
+
+    def _grad(self, theta: torch.Tensor, loss_of_model) -> torch.Tensor:  # type: ignore[no-untyped-def]
+        vector_to_parameters(theta, self.params)
+        grads = torch.autograd.grad(loss_of_model(self.model), self.params, allow_unused=True)
+        return torch.cat(
+            [
+                (g if g is not None else torch.zeros_like(p)).reshape(-1)
+                for g, p in zip(grads, self.params, strict=True)
+            ]
+        )
+
+    def _forward(self, model: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
+        out = model(x)
+        return out.reshape(-1, VOCAB) if self.tokens else out
+
+    def _targets(self, y: torch.Tensor) -> torch.Tensor:
+        return y.reshape(-1) if self.tokens else y
+
+    def microbatch_gradient(self, theta: torch.Tensor, index: int) -> torch.Tensor:
+        """Gradient of micro-batch `index`'s own mean loss, as the learner's `loss_fn` gives it."""
+        x, y = self.batch(index)
+        return self._grad(theta, lambda m: self._mean_loss(self._forward(m, x), self._targets(y)))
+
+    def reference_gradient(self, theta: torch.Tensor, window: list[int]) -> torch.Tensor:
+        """The full-batch gradient of `window`: one forward over all its micro-batches, the loss
+        averaged over all its loss terms (for BatchNorm, statistics over the whole window)."""
+        x = torch.cat([self.batch(j)[0] for j in window])
+        y = torch.cat([self.batch(j)[1] for j in window])
+        total = sum(self.count(j) for j in window)
+        return self._grad(
+            theta, lambda m: self._sum_loss(self._forward(m, x), self._targets(y)) / total
+        )
+
+    def reference_run(self) -> list[torch.Tensor]:
+        """Parameters after each full-batch update, one per window, from the same start."""
+        model = make_model(self.scenario)
+        optimizer = make_optimizer(self.scenario, model)
+        after = []
+        for window in self.windows:
+            theta = parameters_to_vector(model.parameters()).detach().clone()
+            grad = self.reference_gradient(theta, window)
+            offset = 0
+            for p in model.parameters():
+                p.grad = grad[offset : offset + p.numel()].view_as(p).clone()
+                offset += p.numel()
+            optimizer.step()
+            after.append(parameters_to_vector(model.parameters()).detach().clone())
+        return after

@@ -5,9 +5,12 @@ import json
 import logging
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 from gradlab.config import LOCALES, get_settings
+
+WORKER_CHECK_S = 2.0
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -17,10 +20,23 @@ def _serve(args: argparse.Namespace) -> int:
 
     settings = get_settings()
     app = create_app(settings)  # creates the database before the workers start
-    workers = [
-        subprocess.Popen([sys.executable, "-m", "gradlab.cli", "worker"])
-        for _ in range(args.workers)
-    ]
+    command = [sys.executable, "-m", "gradlab.cli", "worker"]
+    workers = [subprocess.Popen(command) for _ in range(args.workers)]
+    stopping = threading.Event()
+
+    def supervise() -> None:
+        """Restart a local worker that died (a crash must not stop grading)."""
+        while not stopping.wait(WORKER_CHECK_S):
+            for index, worker in enumerate(workers):
+                if worker.poll() is not None and not stopping.is_set():
+                    print(
+                        f"gradlab: worker exited with {worker.returncode}; restarting",
+                        file=sys.stderr,
+                        flush=True,
+                    )
+                    workers[index] = subprocess.Popen(command)
+
+    threading.Thread(target=supervise, daemon=True).start()
     print(
         f"gradlab: serving on http://{args.host}:{args.port} with {args.workers} local "
         f"worker(s); database {settings.resolved_database_url}",
@@ -29,6 +45,7 @@ def _serve(args: argparse.Namespace) -> int:
     try:
         uvicorn.run(app, host=args.host, port=args.port, log_level="info")
     finally:
+        stopping.set()
         for worker in workers:
             worker.terminate()
         for worker in workers:

@@ -7,6 +7,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -48,13 +49,23 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+@dataclass(frozen=True)
+class Served:
+    url: str
+    process: subprocess.Popen
+
+
 @pytest.fixture(scope="session")
-def server(  # a real `gradlab serve` (web + one local worker) on a free port
-    tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[str]:
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    """A real `gradlab serve` (web + one local worker) on a free port, short leases."""
     data_dir = tmp_path_factory.mktemp("serve-data")
     port = _free_port()
-    env = {**os.environ, "GRADLAB_DATA_DIR": str(data_dir), "GRADLAB_POLL_INTERVAL_S": "0.1"}
+    env = {
+        **os.environ,
+        "GRADLAB_DATA_DIR": str(data_dir),
+        "GRADLAB_POLL_INTERVAL_S": "0.1",
+        "GRADLAB_LEASE_S": "3",
+    }
     log_path = data_dir / "serve.log"  # a file, not a pipe: nobody reads a pipe while tests run
     log_file = log_path.open("wb")
     process = subprocess.Popen(
@@ -75,7 +86,7 @@ def server(  # a real `gradlab serve` (web + one local worker) on a free port
     else:
         process.kill()
         pytest.fail(f"server did not start: {log_path.read_text()[-3000:]}")
-    yield base
+    yield Served(base, process)
     process.send_signal(signal.SIGINT)
     try:
         process.wait(timeout=30)
@@ -85,3 +96,8 @@ def server(  # a real `gradlab serve` (web + one local worker) on a free port
     finally:
         log_file.close()
     assert (data_dir / "gradlab.db").exists()
+
+
+@pytest.fixture
+def server(served: Served) -> str:
+    return served.url

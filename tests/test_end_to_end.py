@@ -1,11 +1,15 @@
 """The whole path through real processes: `gradlab serve` (web + local worker), a browser-like
 client submitting the lesson's form, the worker grading in bubblewrap, the result on the page."""
 
+import os
+import signal
 import time
 from pathlib import Path
 
 import httpx
 import pytest
+
+from tests.conftest import Served
 
 CORPUS = Path(__file__).parent / "corpus" / "accumulate"
 pytestmark = pytest.mark.slow
@@ -52,3 +56,43 @@ def test_grader_api_waits_for_the_result(server: str) -> None:
         assert result["status"] == "error" and result["error"]["kind"] == "syntax_error"
         assert result["error"]["line"] == 4 and result["locale"] == "es"
         assert result["timings"]["queued_s"] >= 0 and result["timings"]["total_s"] > 0
+
+
+def _children(pid: int) -> list[int]:
+    """Live child processes of `pid`, whichever of its threads started them."""
+    children = []
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        state, ppid = stat.rsplit(")", 1)[1].split()[:2]
+        if int(ppid) == pid and state != "Z":
+            children.append(int(entry))
+    return children
+
+
+def test_a_worker_killed_mid_job_is_replaced_and_the_job_finished(served: Served) -> None:
+    """SIGKILL the local worker while it grades: `serve` starts a new one, which re-leases the
+    job once the dead worker's lease (3 s here) expires, and the learner still gets a verdict."""
+    with httpx.Client(base_url=served.url, timeout=30) as client:
+        submitted = client.post(
+            "/api/v1/submissions",
+            json={
+                "exercise": "gradient-accumulation/accumulate",
+                "code": (CORPUS / "canonical.py").read_text(),
+            },
+        ).json()
+        deadline = time.monotonic() + 30
+        while client.get(submitted["url"]).json()["status"] != "running":
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        (worker,) = _children(served.process.pid)
+        os.kill(worker, signal.SIGKILL)
+        deadline = time.monotonic() + 120
+        while (body := client.get(submitted["url"]).json())["status"] in ("queued", "running"):
+            assert time.monotonic() < deadline, "the job was never finished"
+            time.sleep(0.3)
+        assert body["status"] == "passed"
+        (replacement,) = _children(served.process.pid)
+        assert replacement != worker

@@ -8,6 +8,8 @@ import threading
 import time
 import uuid
 
+from sqlalchemy.exc import SQLAlchemyError
+
 from gradlab import queue
 from gradlab.config import Settings
 from gradlab.content.loader import load_content
@@ -16,6 +18,7 @@ from gradlab.results import Timings
 from worker.grading import grade
 
 log = logging.getLogger("gradlab.worker")
+DB_RETRY_S = 2.0
 
 
 def _keep_lease(
@@ -49,13 +52,19 @@ def run_worker(
     log.info("worker %s ready", worker_id)
     graded = 0
     while not stop.is_set() and (max_jobs is None or graded < max_jobs):
-        with session_scope(engine) as session:
-            job = queue.claim(
-                session=session,
-                worker_id=worker_id,
-                lease_s=settings.lease_s,
-                max_attempts=settings.max_attempts,
-            )
+        try:
+            with session_scope(engine) as session:
+                job = queue.claim(
+                    session=session,
+                    worker_id=worker_id,
+                    lease_s=settings.lease_s,
+                    max_attempts=settings.max_attempts,
+                )
+        except SQLAlchemyError:
+            # The database is briefly unreachable or locked: wait and try again, never die.
+            log.exception("claiming a job failed; retrying")
+            stop.wait(DB_RETRY_S)
+            continue
         if job is None:
             stop.wait(settings.poll_interval_s)
             continue

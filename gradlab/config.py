@@ -38,6 +38,7 @@ class Settings(BaseSettings):
     max_wall_s: float | None = Field(
         default=None, description="operator cap on every job's wall clock (lesson limits apply)"
     )
+    max_processes: int = Field(default=128, description="processes + threads of one job")
     max_code_bytes: int = 64 * 1024
     max_output_bytes: int = 64 * 1024
     max_observation_bytes: int = 64 * 1024 * 1024

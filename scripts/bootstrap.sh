@@ -9,6 +9,7 @@ mode="${1:-run}"
 packages=()
 command -v bwrap >/dev/null 2>&1 || packages+=(bubblewrap)
 python3 -c 'import ensurepip, venv' 2>/dev/null || packages+=(python3-venv)
+ldconfig -p 2>/dev/null | grep -q "libseccomp.so.2 " || packages+=(libseccomp2)
 # the browser tests drive Debian's chromium through Playwright
 [ "$mode" = "--test" ] && ! command -v chromium >/dev/null 2>&1 && packages+=(chromium)
 

@@ -13,6 +13,7 @@ Security reasoning, in order of the argv built below:
 - observations come back over a pipe, capped in size, and are parsed as safetensors only.
 """
 
+import logging
 import os
 import resource
 import shutil
@@ -27,7 +28,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gradlab.config import Settings
+from worker.confinement import PidsCgroup, seccomp_fd
 
+log = logging.getLogger(__name__)
 HARNESS_DIR = Path(__file__).resolve().parent / "harness"
 SANDBOX_UID = 65534  # nobody
 
@@ -87,8 +90,12 @@ ISOLATION = (
 PRIVATE_MOUNTS = ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/scratch"]
 
 
-def bwrap_argv(*, settings: Settings, job_dir: Path, obs_fd: int, use_gpu: bool) -> list[str]:
+def bwrap_argv(
+    *, settings: Settings, job_dir: Path, obs_fd: int, use_gpu: bool, seccomp_fd: int | None = None
+) -> list[str]:
     argv = [settings.bwrap_path, *ISOLATION, *PRIVATE_MOUNTS, "--ro-bind", "/usr", "/usr"]
+    if seccomp_fd is not None:
+        argv += ["--seccomp", str(seccomp_fd)]
     for top in ("bin", "lib", "lib64", "lib32", "sbin"):
         path = Path("/") / top
         if path.is_symlink():
@@ -128,8 +135,11 @@ def bwrap_argv(*, settings: Settings, job_dir: Path, obs_fd: int, use_gpu: bool)
     return argv
 
 
-def _limit_resources(wall_s: float, memory_mb: int) -> None:
-    """Runs in the child between fork and exec: rlimits apply to bwrap and the whole job."""
+def _limit_resources(wall_s: float, memory_mb: int, cgroup: PidsCgroup | None) -> None:
+    """Runs in the child between fork and exec: rlimits and the cgroup apply to bwrap and
+    everything the job starts."""
+    if cgroup is not None:
+        cgroup.enter()
     cpu_s = int(wall_s) + 5
     resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
@@ -178,18 +188,25 @@ def _run(
     settings: Settings, job_dir: Path, wall_s: float, memory_mb: int, use_gpu: bool
 ) -> SandboxRun:
     obs_read, obs_write = os.pipe()
-    argv = bwrap_argv(settings=settings, job_dir=job_dir, obs_fd=obs_write, use_gpu=use_gpu)
+    seccomp = seccomp_fd()
+    cgroup = PidsCgroup.create(settings.max_processes)
+    if cgroup is None:
+        log.warning("no pids cgroup available: the job's process count is not capped")
+    argv = bwrap_argv(
+        settings=settings, job_dir=job_dir, obs_fd=obs_write, use_gpu=use_gpu, seccomp_fd=seccomp
+    )
     started = time.monotonic()
     process = subprocess.Popen(
         argv,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        pass_fds=(obs_write,),
+        pass_fds=(obs_write, seccomp),
         start_new_session=True,
-        preexec_fn=lambda: _limit_resources(wall_s, memory_mb),
+        preexec_fn=lambda: _limit_resources(wall_s, memory_mb, cgroup),
         env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
     )
+    os.close(seccomp)
     os.close(obs_write)
     streams = {"stdout": Stream(), "stderr": Stream(), "observations": Stream()}
     assert process.stdout is not None and process.stderr is not None
@@ -214,6 +231,8 @@ def _run(
         # namespace dies with bwrap, taking every process of the job with it.
         os.killpg(process.pid, signal.SIGKILL)
         process.wait()
+    if cgroup is not None:
+        cgroup.remove()  # whatever the job left running (a setsid daemon...) dies here
     for reader in readers:
         reader.join(timeout=5)
     return SandboxRun(

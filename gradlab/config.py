@@ -38,6 +38,11 @@ class Settings(BaseSettings):
     max_wall_s: float | None = Field(
         default=None, description="operator cap on every job's wall clock (lesson limits apply)"
     )
+    sandbox: Literal["pool", "cold"] = Field(
+        default="pool", description="warm pool of forking sandboxes, or one fresh one per job"
+    )
+    pool_slots: int = Field(default=1, ge=1, description="sandbox slots per worker process")
+    slot_memory_mb: int = Field(default=8192, description="RLIMIT_DATA of a pool slot's zygote")
     max_processes: int = Field(default=128, description="processes + threads of one job")
     max_code_bytes: int = 64 * 1024
     max_output_bytes: int = 64 * 1024

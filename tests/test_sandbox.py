@@ -205,7 +205,9 @@ def test_harness_failure_is_internal_not_the_learners(tmp_path: Path, content: C
 
 def test_private_mounts_come_before_binds(settings: Settings, tmp_path: Path) -> None:
     """A tmpfs listed after a bind hides it: a runtime under /tmp (a CI clone) must stay visible."""
-    argv = bwrap_argv(settings=settings, job_dir=tmp_path, obs_fd=5, use_gpu=False)
+    argv = bwrap_argv(
+        settings=settings, harness_args=["harness.run", "5"], use_gpu=False, job_dir=tmp_path
+    )
     last_private = max(i for i, arg in enumerate(argv) if arg in ("--tmpfs", "--proc", "--dev"))
     first_bind = min(i for i, arg in enumerate(argv) if arg.endswith("bind"))
     assert last_private < first_bind

@@ -105,6 +105,15 @@ class PidsCgroup:
             return None
         return cls(path)
 
+    @classmethod
+    def sweep(cls) -> None:
+        """Remove job cgroups left empty by workers that died (rmdir only succeeds on empty
+        ones, so live jobs of other workers are never touched)."""
+        for root in (cls.V1_ROOT / "gradlab", cls.V2_ROOT / "gradlab"):
+            for stale in root.glob("job-*") if root.is_dir() else ():
+                with contextlib.suppress(OSError):
+                    stale.rmdir()
+
     def enter(self) -> None:
         """Move the calling process (a child between fork and exec) into this cgroup."""
         (self.path / "cgroup.procs").write_text(str(os.getpid()))

@@ -2,8 +2,10 @@
 
 import json
 import logging
+import signal
 import time
 from pathlib import Path
+from typing import Protocol
 
 from gradlab.config import Settings
 from gradlab.content.loader import Content
@@ -34,14 +36,40 @@ def resolve_device(exercise_device: str, settings: Settings) -> str:
     return "cuda" if has_gpu() else "cpu"
 
 
+class Runner(Protocol):
+    """Runs one job in a sandbox: `run_in_sandbox` (cold) or `WarmPool.run`."""
+
+    def __call__(
+        self,
+        *,
+        settings: Settings,
+        spec_json: str,
+        code: str,
+        wall_s: float,
+        memory_mb: int,
+        use_gpu: bool,
+    ) -> SandboxRun: ...
+
+
 def grade(
-    *, content: Content, settings: Settings, exercise: str, code: str, locale: str
+    *,
+    content: Content,
+    settings: Settings,
+    exercise: str,
+    code: str,
+    locale: str,
+    runner: Runner = run_in_sandbox,
 ) -> GradeResult:
     """Never raises: a platform fault becomes an `internal_error` result."""
     started = time.monotonic()
     try:
         result = _grade(
-            content=content, settings=settings, exercise=exercise, code=code, locale=locale
+            content=content,
+            settings=settings,
+            exercise=exercise,
+            code=code,
+            locale=locale,
+            runner=runner,
         )
     except Exception:
         log.exception("grading %s failed on the platform side", exercise)
@@ -61,7 +89,7 @@ def _output(run: SandboxRun) -> Output:
 
 
 def _grade(
-    *, content: Content, settings: Settings, exercise: str, code: str, locale: str
+    *, content: Content, settings: Settings, exercise: str, code: str, locale: str, runner: Runner
 ) -> GradeResult:
     definition = content.exercises[exercise]
     grader = get_grader(definition.spec.grader)
@@ -74,7 +102,7 @@ def _grade(
     }
     limits = definition.spec.limits
     wall_s = min(limits.wall_s, settings.max_wall_s or limits.wall_s)
-    run = run_in_sandbox(
+    run = runner(
         settings=settings,
         spec_json=json.dumps(spec),
         code=code,
@@ -83,7 +111,7 @@ def _grade(
         use_gpu=device == "cuda",
     )
     common = {"output": _output(run), "device": device, "locale": locale}
-    if run.timed_out:
+    if run.timed_out or run.returncode == -signal.SIGXCPU:  # wall clock or CPU time
         text = message(locale, "error.timeout", limit=wall_s)
         return GradeResult.failure(ResultError(kind="timeout", message=text), **common)
     if run.observations.truncated:

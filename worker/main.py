@@ -15,7 +15,10 @@ from gradlab.config import Settings
 from gradlab.content.loader import load_content
 from gradlab.db import init_db, make_engine, session_scope
 from gradlab.results import Timings
-from worker.grading import grade
+from worker.graders import warm_up
+from worker.grading import Runner, grade, has_gpu
+from worker.pool import WarmPool
+from worker.sandbox import run_in_sandbox
 
 log = logging.getLogger("gradlab.worker")
 DB_RETRY_S = 2.0
@@ -49,7 +52,14 @@ def run_worker(
     engine = make_engine(settings)
     init_db(engine)
     content = load_content(settings.content_dir)
-    log.info("worker %s ready", worker_id)
+    warm_up()
+    pool = None
+    runner: Runner = run_in_sandbox
+    if settings.sandbox == "pool":
+        use_gpu = settings.device != "cpu" and has_gpu()
+        pool = WarmPool(settings, slots=settings.pool_slots, use_gpu=use_gpu)
+        runner = pool.run
+    log.info("worker %s ready (%s sandbox)", worker_id, settings.sandbox)
     graded = 0
     while not stop.is_set() and (max_jobs is None or graded < max_jobs):
         try:
@@ -77,6 +87,7 @@ def run_worker(
         keeper.start()
         try:
             result = grade(
+                runner=runner,
                 content=content,
                 settings=settings,
                 exercise=job.exercise,
@@ -98,5 +109,7 @@ def run_worker(
             )
         log.info("job %s: %s%s", job.job_id, result.status, "" if stored else " (lease lost)")
         graded += 1
+    if pool is not None:
+        pool.close()
     engine.dispose()
     return graded

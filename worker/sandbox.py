@@ -91,9 +91,19 @@ PRIVATE_MOUNTS = ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpf
 
 
 def bwrap_argv(
-    *, settings: Settings, job_dir: Path, obs_fd: int, use_gpu: bool, seccomp_fd: int | None = None
+    *,
+    settings: Settings,
+    harness_args: list[str],
+    use_gpu: bool,
+    seccomp_fd: int | None = None,
+    job_dir: Path | None = None,
+    as_pid_1: bool = False,
 ) -> list[str]:
+    """bwrap's argv around `python -m harness...`: the cold path binds the job's inputs
+    (`job_dir`), the warm pool's zygote runs as the namespace's PID 1 (`as_pid_1`)."""
     argv = [settings.bwrap_path, *ISOLATION, *PRIVATE_MOUNTS, "--ro-bind", "/usr", "/usr"]
+    if as_pid_1:
+        argv.append("--as-pid-1")
     if seccomp_fd is not None:
         argv += ["--seccomp", str(seccomp_fd)]
     for top in ("bin", "lib", "lib64", "lib32", "sbin"):
@@ -108,7 +118,9 @@ def bwrap_argv(
     for root in _python_roots():
         argv += ["--ro-bind", root, root]
     argv += ["--ro-bind", str(HARNESS_DIR), "/gradlab/harness"]
-    argv += ["--ro-bind", str(job_dir), "/gradlab/job", "--chdir", "/scratch"]
+    if job_dir is not None:
+        argv += ["--ro-bind", str(job_dir), "/gradlab/job"]
+    argv += ["--chdir", "/scratch"]
     if use_gpu:
         for node in gpu_device_nodes():
             argv += ["--dev-bind", node, node]
@@ -131,17 +143,17 @@ def bwrap_argv(
         env["LD_LIBRARY_PATH"] = "/usr/local/nvidia/lib64:/usr/local/nvidia/lib"
     for key, value in env.items():
         argv += ["--setenv", key, value]
-    argv += ["--", sys.executable, "-s", "-B", "-m", "harness.run", str(obs_fd)]
+    argv += ["--", sys.executable, "-s", "-B", "-m", *harness_args]
     return argv
 
 
-def _limit_resources(wall_s: float, memory_mb: int, cgroup: PidsCgroup | None) -> None:
+def limit_resources(cpu_s: int | None, memory_mb: int, cgroup: PidsCgroup | None) -> None:
     """Runs in the child between fork and exec: rlimits and the cgroup apply to bwrap and
-    everything the job starts."""
+    everything the sandbox starts."""
     if cgroup is not None:
         cgroup.enter()
-    cpu_s = int(wall_s) + 5
-    resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s))
+    if cpu_s is not None:
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     resource.setrlimit(resource.RLIMIT_FSIZE, (64 << 20, 64 << 20))
     resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))
@@ -149,7 +161,7 @@ def _limit_resources(wall_s: float, memory_mb: int, cgroup: PidsCgroup | None) -
     resource.setrlimit(resource.RLIMIT_DATA, (memory_mb << 20, memory_mb << 20))
 
 
-def _drain(fd: int, cap: int, into: Stream) -> None:
+def drain(fd: int, cap: int, into: Stream) -> None:
     """Keep the first `cap` bytes, read and count the rest so the writer never blocks."""
     chunks, kept = [], 0
     with os.fdopen(fd, "rb", buffering=0) as f:
@@ -193,7 +205,11 @@ def _run(
     if cgroup is None:
         log.warning("no pids cgroup available: the job's process count is not capped")
     argv = bwrap_argv(
-        settings=settings, job_dir=job_dir, obs_fd=obs_write, use_gpu=use_gpu, seccomp_fd=seccomp
+        settings=settings,
+        harness_args=["harness.run", str(obs_write)],
+        use_gpu=use_gpu,
+        seccomp_fd=seccomp,
+        job_dir=job_dir,
     )
     started = time.monotonic()
     process = subprocess.Popen(
@@ -203,7 +219,7 @@ def _run(
         stderr=subprocess.PIPE,
         pass_fds=(obs_write, seccomp),
         start_new_session=True,
-        preexec_fn=lambda: _limit_resources(wall_s, memory_mb, cgroup),
+        preexec_fn=lambda: limit_resources(int(wall_s) + 5, memory_mb, cgroup),
         env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
     )
     os.close(seccomp)
@@ -211,7 +227,7 @@ def _run(
     streams = {"stdout": Stream(), "stderr": Stream(), "observations": Stream()}
     assert process.stdout is not None and process.stderr is not None
     readers = [
-        threading.Thread(target=_drain, args=(fd, cap, streams[name]), daemon=True)
+        threading.Thread(target=drain, args=(fd, cap, streams[name]), daemon=True)
         for name, fd, cap in (
             ("stdout", os.dup(process.stdout.fileno()), settings.max_output_bytes),
             ("stderr", os.dup(process.stderr.fileno()), settings.max_output_bytes),

@@ -49,3 +49,14 @@ GRADERS: dict[str, Grader] = {
 
 def get_grader(name: str) -> Grader:
     return GRADERS[name]
+
+
+def warm_up() -> None:
+    """Pay torch's first-use costs (lazy imports, optimizer set-up) before the first job."""
+    from worker.graders.accumulation_problem import AccumulationProblem
+    from worker.harness.problems import AccumulationScenario
+
+    for scenarios in (ACCUMULATE, TOKEN_WEIGHTED_LOSS):
+        problem = AccumulationProblem(AccumulationScenario.from_dict(scenarios[0]))
+        problem.reference_run()
+        problem.microbatch_gradient(problem.initial, 0)

@@ -64,21 +64,31 @@ def _token_data(
 
 
 def make_model(s: AccumulationScenario) -> nn.Module:
-    """The scenario's model with seeded initial weights, float64 on the CPU."""
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(s.seed)
-        if s.model == "tokens":
-            model = nn.Sequential(nn.Embedding(VOCAB, EMBED), nn.Tanh(), nn.Linear(EMBED, VOCAB))
-        elif s.model == "mlp_bn":
-            model = nn.Sequential(
-                nn.Linear(IN_FEATURES, HIDDEN),
-                nn.BatchNorm1d(HIDDEN),
-                nn.Tanh(),
-                nn.Linear(HIDDEN, 1),
-            )
-        else:
-            model = nn.Sequential(nn.Linear(IN_FEATURES, HIDDEN), nn.Tanh(), nn.Linear(HIDDEN, 1))
-    return model.to(torch.float64)
+    """The scenario's model with seeded initial weights, float64 on the CPU. The weights come
+    from a private generator, never from torch's global RNG (thread-safe, and untouched by
+    whatever else seeds it)."""
+    if s.model == "tokens":
+        model = nn.Sequential(nn.Embedding(VOCAB, EMBED), nn.Tanh(), nn.Linear(EMBED, VOCAB))
+    elif s.model == "mlp_bn":
+        model = nn.Sequential(
+            nn.Linear(IN_FEATURES, HIDDEN), nn.BatchNorm1d(HIDDEN), nn.Tanh(), nn.Linear(HIDDEN, 1)
+        )
+    else:
+        model = nn.Sequential(nn.Linear(IN_FEATURES, HIDDEN), nn.Tanh(), nn.Linear(HIDDEN, 1))
+    model = model.to(torch.float64)
+    generator = torch.Generator().manual_seed(s.seed + 1)
+    with torch.no_grad():
+        for module in model.modules():
+            if isinstance(module, nn.Linear):  # PyTorch's default scale: U(-1/sqrt(fan_in), ...)
+                bound = module.in_features**-0.5
+                for p in (module.weight, module.bias):
+                    p.copy_(
+                        (torch.rand(p.shape, generator=generator, dtype=p.dtype) * 2 - 1) * bound
+                    )
+            elif isinstance(module, nn.Embedding):
+                w = module.weight
+                w.copy_(torch.randn(w.shape, generator=generator, dtype=w.dtype))
+    return model
 
 
 def make_optimizer(s: AccumulationScenario, model: nn.Module) -> torch.optim.Optimizer:

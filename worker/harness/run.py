@@ -1,8 +1,10 @@
-"""Entry point inside the sandbox: `python -m harness.run OBS_FD`.
+"""Run one job inside the sandbox: the learner's script once per scenario, observations out.
 
-Reads /gradlab/job/spec.json and /gradlab/job/submission.py (read-only binds), runs the learner's
-script once per scenario, and writes one safetensors blob of observations to OBS_FD. Errors are
-reported as observations too; the trusted side decides what they mean.
+`run_job` is called by the warm pool's zygote (`harness.zygote`) in a freshly forked child, or,
+on the cold path, by `python -m harness.run OBS_FD`, which reads /gradlab/job/spec.json and
+/gradlab/job/submission.py (read-only binds). Either way it writes one safetensors blob of
+observations to the observation channel. Errors are reported as observations too; the trusted
+side decides what they mean.
 """
 
 import importlib
@@ -10,7 +12,7 @@ import json
 import os
 import sys
 import traceback
-from typing import Any
+from typing import Any, BinaryIO
 
 JOB_DIR = "/gradlab/job"
 SUBMISSION_NAME = "submission.py"
@@ -35,19 +37,19 @@ def _learner_error(exc: BaseException, source_lines: list[str]) -> dict[str, Any
 
 
 def main() -> None:
+    """Cold path: one fresh interpreter per job."""
     obs_fd = int(sys.argv[1])
-    # Keep the observation channel away from the learner's obvious reach (fd 3, 4...); the
-    # trusted side validates everything it reads from it anyway.
-    out = os.fdopen(obs_fd, "wb", closefd=True)
-
-    import torch
-
-    from . import protocol
-
     with open(os.path.join(JOB_DIR, "spec.json"), encoding="utf-8") as f:
         spec = json.load(f)
     with open(os.path.join(JOB_DIR, SUBMISSION_NAME), encoding="utf-8") as f:
         source = f.read()
+    run_job(spec, source, os.fdopen(obs_fd, "wb", closefd=True))
+
+
+def run_job(spec: dict[str, Any], source: str, out: BinaryIO) -> None:
+    import torch
+
+    from . import protocol
 
     harness = importlib.import_module(f".{HARNESSES[spec['harness']]}", __package__)
     torch.set_num_threads(1)

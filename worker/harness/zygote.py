@@ -1,0 +1,179 @@
+"""The warm pool's zygote: a long-lived process inside one sandbox slot that has imported torch
+(CUDA never initialised here) and forks one child per job.
+
+Protocol on the control socket (fd given as argv[1]): the zygote sends b"ready"; then, per job,
+the worker sends the bytes b"job" with four fds attached (one sendmsg, SCM_RIGHTS):
+stdout, stderr, observations, and the read end of a pipe carrying the job itself (JSON {spec,
+code, limits}). The zygote forks; only the child reads the job, sets its rlimits and runs the
+harness; the zygote waits for it, kills every other process in the slot and wipes the scratch
+areas, then answers one frame {"status": waitpid status}.
+
+Security reasoning: the zygote runs as PID 1 of the slot's pid namespace (`bwrap --as-pid-1`),
+so no job process can signal it (the kernel drops signals to a namespace's init that it has no
+handler for, SIGKILL included) and kill(-1) from it reaches every other process of the slot. It
+is not dumpable, and seccomp denies ptrace and process_vm_*, so a job cannot read or patch its
+memory. It never runs learner code and never even reads it: a job arrives on a pipe only its own
+child reads, so no later job (a fork of the zygote, with a copy of its memory) can find an
+earlier learner's code in memory it inherited. It trusts nothing a child left behind: the next
+job starts from a fresh fork, with /scratch, /tmp and /dev/shm emptied.
+"""
+
+import contextlib
+import ctypes
+import json
+import os
+import resource
+import shutil
+import socket
+import struct
+import sys
+from typing import Any
+
+SCRATCH_DIRS = ("/scratch", "/tmp", "/dev/shm")
+PR_SET_DUMPABLE = 4
+JOB_FRAME = b"job"
+MAX_JOB = 4 << 20
+
+
+def _wipe(path: str) -> None:
+    """Remove everything inside `path`, never following symlinks."""
+    try:
+        entries = list(os.scandir(path))
+    except OSError:
+        return
+    for entry in entries:
+        try:
+            if entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(entry.path, ignore_errors=True)
+            else:
+                os.unlink(entry.path)
+        except OSError:
+            pass
+
+
+def _reap_all() -> None:
+    """Kill every other process of the slot and reap them (we are its PID 1)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(-1, 9)
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, 0)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def _child(fds: list[int], control: socket.socket) -> None:
+    """In the forked child: read the job, become it. Never returns."""
+    try:
+        control.close()
+        os.setsid()
+        ctypes.CDLL(None).prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)
+        stdout, stderr, obs, job = fds
+        with os.fdopen(job, "rb") as source:
+            request: dict[str, Any] = json.loads(source.read(MAX_JOB))
+        os.dup2(stdout, 1)
+        os.dup2(stderr, 2)
+        os.close(stdout)
+        os.close(stderr)
+        limits = request["limits"]
+        cpu = int(limits["cpu_s"])
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu))
+        data = int(limits["memory_mb"]) << 20
+        resource.setrlimit(resource.RLIMIT_DATA, (data, data))
+        os.chdir("/scratch")
+        sys.stdout = open(1, "w", encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115
+        sys.stderr = open(2, "w", encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115
+        from harness.run import run_job
+
+        run_job(request["spec"], request["code"], os.fdopen(obs, "wb", closefd=True))
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
+    except BaseException:
+        os._exit(70)
+
+
+WARM_UP_CODE = """
+for step, (x, y) in enumerate(loader):
+    out = model(x)
+    if "vocab_size" in globals():
+        out, y = out.reshape(-1, vocab_size), y.reshape(-1)
+    (loss_fn(out, y) / accum_steps).backward()
+    if (step + 1) % accum_steps == 0:
+        optimizer.step()
+        optimizer.zero_grad()
+"""
+WARM_UP_SCENARIOS = [
+    {"seed": 0, "accum_steps": 2, "microbatches": 2, "micro_batch_size": 2, "optimizer": "sgd"},
+    {
+        "seed": 0,
+        "accum_steps": 2,
+        "microbatches": 2,
+        "micro_batch_size": 2,
+        "optimizer": "adam",
+        "model": "tokens",
+    },
+    {"seed": 0, "accum_steps": 2, "microbatches": 2, "micro_batch_size": 2, "model": "mlp_bn"},
+]
+
+
+def _warm_up() -> None:
+    """Run a tiny job once, here, so that every lazy import and first-use initialisation of
+    torch (optimizers, autograd, DataLoader, safetensors) is paid before the first fork, not by
+    every job. CPU only and single-threaded: forking after it stays safe."""
+    import io
+
+    from harness.run import run_job
+
+    spec = {"harness": "accumulation", "device": "cpu", "scenarios": WARM_UP_SCENARIOS}
+    saved = sys.stdout
+    sys.stdout = io.StringIO()
+    try:
+        run_job(spec, WARM_UP_CODE, io.BytesIO())
+    finally:
+        sys.stdout = saved
+    threads = len(os.listdir("/proc/self/task"))
+    if threads != 1:
+        print(f"zygote: {threads} threads after warm-up; forking may be unsafe", file=sys.stderr)
+
+
+def main() -> None:
+    control = socket.socket(fileno=int(sys.argv[1]))
+    ctypes.CDLL(None).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+    # Everything a job would import, loaded once here; CUDA stays uninitialised.
+    import harness.accumulation
+    import harness.run  # noqa: F401
+    import numpy  # noqa: F401
+    import safetensors.torch  # noqa: F401
+    import torch
+    import torch.utils.data
+
+    torch.set_num_threads(1)
+    _warm_up()
+    control.sendall(b"ready")
+    while True:
+        try:
+            message, fds, _flags, _addr = socket.recv_fds(control, 16, 4)
+        except OSError:
+            return
+        if not message:
+            return  # the worker is gone: so are we (and, as PID 1, the whole slot)
+        if message != JOB_FRAME or len(fds) != 4:
+            return  # not our protocol: end the slot
+        pid = os.fork()
+        if pid == 0:
+            _child(fds, control)
+        for fd in fds:
+            os.close(fd)
+        _, status = os.waitpid(pid, 0)
+        _reap_all()
+        for path in SCRATCH_DIRS:
+            _wipe(path)
+        answer = json.dumps({"status": status}).encode()
+        control.sendall(struct.pack(">I", len(answer)) + answer)
+
+
+if __name__ == "__main__":
+    main()

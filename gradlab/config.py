@@ -42,6 +42,9 @@ class Settings(BaseSettings):
         default="pool", description="warm pool of forking sandboxes, or one fresh one per job"
     )
     pool_slots: int = Field(default=1, ge=1, description="sandbox slots per worker process")
+    gpu_ids: list[int] | None = Field(
+        default=None, description="CUDA devices (PCI bus order) for the pool's slots, round robin"
+    )
     slot_memory_mb: int = Field(default=8192, description="RLIMIT_DATA of a pool slot's zygote")
     max_processes: int = Field(default=128, description="processes + threads of one job")
     max_code_bytes: int = 64 * 1024

@@ -115,7 +115,10 @@ def _grade(
         text = message(locale, "error.timeout", limit=wall_s)
         return GradeResult.failure(ResultError(kind="timeout", message=text), **common)
     if run.observations.truncated:
-        raise BadObservations("observations over the size limit")
+        # Only code in the sandbox can flood the observation channel: the learner's.
+        mib = settings.max_observation_bytes >> 20
+        text = message(locale, "error.output_limit", limit=mib)
+        return GradeResult.failure(ResultError(kind="output_limit", message=text), **common)
     try:
         observations = parse(run.observations.data)
     except BadObservations:

@@ -8,6 +8,10 @@ from gradlab.config import DEFAULT_LOCALE
 
 MESSAGES: dict[str, dict[str, str]] = {
     "en": {
+        "error.output_limit": (
+            "Your code wrote more than {limit} MB into the grader's channel. Print less, and "
+            "leave the files you did not open alone."
+        ),
         "check.batchnorm.note": (
             "For comparison: on a model with BatchNorm, even your correct loop's updates differ "
             "from the full batch by {error}%, because BatchNorm normalises each micro-batch with "
@@ -46,6 +50,10 @@ MESSAGES: dict[str, dict[str, str]] = {
         ),
     },
     "es": {
+        "error.output_limit": (
+            "Tu código escribió más de {limit} MB en el canal del corrector. Imprime menos y no "
+            "toques archivos que no hayas abierto tú."
+        ),
         "check.batchnorm.note": (
             "Para comparar: en un modelo con BatchNorm, incluso las actualizaciones de tu bucle "
             "correcto difieren del lote completo en un {error} %, porque BatchNorm normaliza cada "
@@ -92,6 +100,10 @@ MESSAGES: dict[str, dict[str, str]] = {
         ),
     },
     "de": {
+        "error.output_limit": (
+            "Dein Code hat mehr als {limit} MB in den Kanal des Bewerters geschrieben. Gib "
+            "weniger aus und lass Dateien in Ruhe, die du nicht selbst geöffnet hast."
+        ),
         "check.batchnorm.note": (
             "Zum Vergleich: Bei einem Modell mit BatchNorm weichen selbst die Updates deiner "
             "korrekten Schleife um {error} % vom Full Batch ab, weil BatchNorm jeden "
@@ -137,6 +149,10 @@ MESSAGES: dict[str, dict[str, str]] = {
         ),
     },
     "tr": {
+        "error.output_limit": (
+            "Kodun, değerlendiricinin kanalına {limit} MB'tan fazla veri yazdı. Daha az çıktı "
+            "üret ve kendi açmadığın dosyalara dokunma."
+        ),
         "check.batchnorm.note": (
             "Karşılaştırma için: BatchNorm içeren bir modelde doğru döngünün güncellemeleri bile "
             "tam batch'ten %{error} farklı, çünkü BatchNorm her mikro batch'i kendi "

@@ -38,9 +38,10 @@ class SlotBroken(RuntimeError):
 
 
 class Slot:
-    def __init__(self, settings: Settings, use_gpu: bool) -> None:
+    def __init__(self, settings: Settings, use_gpu: bool, gpu_id: int | None = None) -> None:
         self.settings = settings
         self.use_gpu = use_gpu
+        self.gpu_id = gpu_id
         self.process: subprocess.Popen[bytes] | None = None
         self.control: socket.socket | None = None
         self.cgroup: PidsCgroup | None = None
@@ -56,6 +57,7 @@ class Slot:
             use_gpu=self.use_gpu,
             seccomp_fd=seccomp,
             as_pid_1=True,
+            gpu_id=self.gpu_id,
         )
         cgroup = self.cgroup
         self.process = subprocess.Popen(
@@ -185,7 +187,10 @@ class WarmPool:
 
     def __init__(self, settings: Settings, slots: int = 1, use_gpu: bool = False) -> None:
         self.settings = settings
-        self._free: list[Slot] = [Slot(settings, use_gpu) for _ in range(slots)]
+        gpu_ids = settings.gpu_ids or [None]  # type: ignore[list-item]
+        self._free: list[Slot] = [
+            Slot(settings, use_gpu, gpu_ids[index % len(gpu_ids)]) for index in range(slots)
+        ]
         self._lock = threading.Condition()
         self._broken: queue.Queue[Slot | None] = queue.Queue()
         PidsCgroup.sweep()

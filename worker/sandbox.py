@@ -98,6 +98,7 @@ def bwrap_argv(
     seccomp_fd: int | None = None,
     job_dir: Path | None = None,
     as_pid_1: bool = False,
+    gpu_id: int | None = None,
 ) -> list[str]:
     """bwrap's argv around `python -m harness...`: the cold path binds the job's inputs
     (`job_dir`), the warm pool's zygote runs as the namespace's PID 1 (`as_pid_1`)."""
@@ -141,6 +142,8 @@ def bwrap_argv(
     }
     if use_gpu and Path("/usr/local/nvidia/lib64").is_dir():
         env["LD_LIBRARY_PATH"] = "/usr/local/nvidia/lib64:/usr/local/nvidia/lib"
+    if use_gpu and gpu_id is not None:  # this slot's GPU (CUDA index in PCI bus order)
+        env.update(CUDA_DEVICE_ORDER="PCI_BUS_ID", CUDA_VISIBLE_DEVICES=str(gpu_id))
     for key, value in env.items():
         argv += ["--setenv", key, value]
     argv += ["--", sys.executable, "-s", "-B", "-m", *harness_args]

@@ -35,6 +35,9 @@ class Settings(BaseSettings):
     # worker and sandbox
     device: Literal["auto", "cpu", "cuda"] = "auto"
     bwrap_path: str = "bwrap"
+    sandbox_host_uid: int | None = Field(
+        default=65534, description="unprivileged host uid bwrap runs as when the worker is root"
+    )
     max_wall_s: float | None = Field(
         default=None, description="operator cap on every job's wall clock (lesson limits apply)"
     )

@@ -6,9 +6,19 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 mode="${1:-run}"
+# Prefer the system interpreter: it lives under /usr, which the sandbox's unprivileged host user
+# can read (a pyenv runtime under /root is not, and the sandbox then has to run as host root).
+python="${GRADLAB_PYTHON:-}"
+if [ -z "$python" ]; then
+  if /usr/bin/python3 -c 'import sys; assert sys.version_info >= (3, 11)' 2>/dev/null; then
+    python=/usr/bin/python3
+  else
+    python=python3
+  fi
+fi
 packages=()
 command -v bwrap >/dev/null 2>&1 || packages+=(bubblewrap)
-python3 -c 'import ensurepip, venv' 2>/dev/null || packages+=(python3-venv)
+"$python" -c 'import ensurepip, venv' 2>/dev/null || packages+=(python3-venv)
 ldconfig -p 2>/dev/null | grep -q "libseccomp.so.2 " || packages+=(libseccomp2)
 # the browser tests drive Debian's chromium through Playwright
 [ "$mode" = "--test" ] && ! command -v chromium >/dev/null 2>&1 && packages+=(chromium)
@@ -32,7 +42,7 @@ if ! bwrap --unshare-user --ro-bind / / true 2>/dev/null; then
   exit 1
 fi
 
-[ -x .venv/bin/python ] || python3 -m venv .venv
+[ -x .venv/bin/python ] || "$python" -m venv .venv
 extras=""
 [ "$mode" = "--test" ] && extras="[test]"
 # Reinstall only when the dependency declarations changed since the last successful install.

@@ -11,7 +11,8 @@ keyrings, perf, module loading, io_uring, userfaultfd. Other architectures' sysc
 Process count: RLIMIT_NPROC is not enforced for root's processes, and the worker often runs as
 root, so each job gets its own cgroup with the `pids` controller (v1 or v2) where the kernel
 lets us create one; the cgroup also lets the worker kill every process of a job, however it
-tried to escape its process group. Without cgroups, RLIMIT_NPROC applies (non-root workers).
+tried to escape its process group. Without a cgroup hierarchy it may write to, the process count
+is not capped (RLIMIT_NPROC counts every process of the host user, the worker's own included).
 """
 
 import contextlib
@@ -36,8 +37,23 @@ DENIED_SYSCALLS = (
     "io_uring_setup", "io_uring_enter", "io_uring_register",
     "swapon", "swapoff", "reboot", "acct", "quotactl", "syslog", "settimeofday",
     "clock_settime", "adjtimex", "sethostname", "setdomainname", "vhangup",
+    # the new mount API
+    "fsopen", "fsconfig", "fsmount", "fspick", "move_mount", "open_tree", "mount_setattr",
+    # System V IPC: it would outlive a job inside a warm pool slot (POSIX shm is /dev/shm, wiped)
+    "shmget", "shmat", "shmctl", "msgget", "msgsnd", "msgrcv", "msgctl", "semget", "semop",
+    "semctl", "semtimedop",
 )  # fmt: skip
-CLONE_NAMESPACE_FLAGS = 0x7E020000  # CLONE_NEWNS|NEWCGROUP|NEWUTS|NEWIPC|NEWUSER|NEWPID|NEWNET
+# CLONE_NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID, NEWNET, NEWTIME
+CLONE_NAMESPACE_FLAGS = (
+    0x00020000,
+    0x02000000,
+    0x04000000,
+    0x08000000,
+    0x10000000,
+    0x20000000,
+    0x40000000,
+    0x00000080,
+)
 
 
 @lru_cache(maxsize=1)
@@ -53,11 +69,10 @@ def seccomp_program() -> bytes:
             log.debug("seccomp: no syscall %s here", name)
     # clone() may not create namespaces; clone3() passes its flags in memory a filter cannot
     # read, so it answers ENOSYS and libc falls back to clone().
-    rules.add_rule(
-        seccomp.ERRNO(errno.EPERM),
-        "clone",
-        seccomp.Arg(0, seccomp.MASKED_EQ, CLONE_NAMESPACE_FLAGS, CLONE_NAMESPACE_FLAGS),
-    )
+    for flag in CLONE_NAMESPACE_FLAGS:  # one rule per flag: any of them denies the call
+        rules.add_rule(
+            seccomp.ERRNO(errno.EPERM), "clone", seccomp.Arg(0, seccomp.MASKED_EQ, flag, flag)
+        )
     rules.add_rule(seccomp.ERRNO(errno.ENOSYS), "clone3")
     read, write = os.pipe()
     with os.fdopen(write, "wb") as sink:
@@ -106,13 +121,14 @@ class PidsCgroup:
         return cls(path)
 
     @classmethod
-    def sweep(cls) -> None:
-        """Remove job cgroups left empty by workers that died (rmdir only succeeds on empty
-        ones, so live jobs of other workers are never touched)."""
+    def sweep(cls, older_than_s: float = 600.0) -> None:
+        """Remove job cgroups left empty by workers that died. rmdir only succeeds on empty
+        ones, and the age keeps it off a cgroup another worker has just made."""
         for root in (cls.V1_ROOT / "gradlab", cls.V2_ROOT / "gradlab"):
             for stale in root.glob("job-*") if root.is_dir() else ():
                 with contextlib.suppress(OSError):
-                    stale.rmdir()
+                    if time.time() - stale.stat().st_mtime > older_than_s:
+                        stale.rmdir()
 
     def enter(self) -> None:
         """Move the calling process (a child between fork and exec) into this cgroup."""

@@ -121,15 +121,19 @@ def _grade(
         return GradeResult.failure(ResultError(kind="output_limit", message=text), **common)
     try:
         observations = parse(run.observations.data)
-    except BadObservations:
-        if run.returncode == 0 or not learner_code_started(run.observations.data):
-            # the harness failed on its own: ours to investigate, never the learner's
+    except BadObservations as exc:
+        if not learner_code_started(run.observations.data):
+            # the harness failed before the learner's code ran: ours, never the learner's
             log.error(
                 "sandbox exited %s without observations; stderr: %s",
                 run.returncode,
                 run.stderr.data[-4000:].decode("utf-8", errors="replace"),
             )
             raise
+        # The learner's code runs in the harness's process: once it has started, whatever
+        # ends that process early or garbles the channel (os._exit, closing or writing to the
+        # channel) is the learner's doing.
+        log.info("unreadable observations after the learner's code started: %s", exc)
         text = message(locale, "error.no_observations")
         return GradeResult.failure(ResultError(kind="runtime_error", message=text), **common)
     learner_error = observations.meta.get("error")

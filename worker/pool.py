@@ -25,7 +25,14 @@ from typing import Any
 
 from gradlab.config import Settings
 from worker.confinement import PidsCgroup, seccomp_fd
-from worker.sandbox import SandboxRun, Stream, bwrap_argv, drain, limit_resources
+from worker.sandbox import (
+    SandboxRun,
+    Stream,
+    bwrap_argv,
+    drain,
+    host_uid_for_sandbox,
+    limit_resources,
+)
 
 log = logging.getLogger(__name__)
 START_TIMEOUT_S = 120.0
@@ -67,7 +74,9 @@ class Slot:
             stderr=None,  # the zygote's own errors go to the worker's log
             pass_fds=(theirs.fileno(), seccomp),
             start_new_session=True,
-            preexec_fn=lambda: limit_resources(None, self.settings.slot_memory_mb, cgroup),
+            preexec_fn=lambda: limit_resources(
+                None, self.settings.slot_memory_mb, cgroup, host_uid_for_sandbox(self.settings)
+            ),
             env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
         )
         os.close(seccomp)

@@ -86,8 +86,42 @@ ISOLATION = (
     "--die-with-parent --new-session --cap-drop ALL --clearenv"
 ).split()
 # The sandbox's own filesystems come first: binds listed after them may land inside them (a
-# runtime under /tmp, say), while a tmpfs mounted later would hide an earlier bind.
-PRIVATE_MOUNTS = ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/scratch"]
+# runtime under /tmp, say), while a tmpfs mounted later would hide an earlier bind. Scratch space
+# is capped in size (it lives in memory).
+SCRATCH_BYTES = str(256 << 20)
+PRIVATE_MOUNTS = [
+    "--proc",
+    "/proc",
+    "--dev",
+    "/dev",
+    "--size",
+    SCRATCH_BYTES,
+    "--tmpfs",
+    "/tmp",
+    "--size",
+    SCRATCH_BYTES,
+    "--tmpfs",
+    "/scratch",
+    "--size",
+    SCRATCH_BYTES,
+    "--tmpfs",
+    "/dev/shm",
+]
+# Kernel interfaces under /proc that a process mapped onto a privileged host user could write
+# (sysctls: kernel.core_pattern runs a command as root on a crash) or should not read; the same
+# lists as Docker's default: read-only, or hidden behind an empty, read-only directory or file.
+PROC_READ_ONLY = ("/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus", "/proc/fs")
+PROC_HIDDEN = (
+    "/proc/asound",
+    "/proc/acpi",
+    "/proc/kcore",
+    "/proc/keys",
+    "/proc/latency_stats",
+    "/proc/timer_list",
+    "/proc/timer_stats",
+    "/proc/sched_debug",
+    "/proc/scsi",
+)
 
 
 def bwrap_argv(
@@ -103,6 +137,14 @@ def bwrap_argv(
     """bwrap's argv around `python -m harness...`: the cold path binds the job's inputs
     (`job_dir`), the warm pool's zygote runs as the namespace's PID 1 (`as_pid_1`)."""
     argv = [settings.bwrap_path, *ISOLATION, *PRIVATE_MOUNTS, "--ro-bind", "/usr", "/usr"]
+    for path in PROC_READ_ONLY:
+        if Path(path).exists():
+            argv += ["--ro-bind", path, path]
+    for path in PROC_HIDDEN:
+        if Path(path).is_dir():
+            argv += ["--perms", "0555", "--tmpfs", path, "--remount-ro", path]
+        elif Path(path).exists():
+            argv += ["--ro-bind", "/dev/null", path]
     if as_pid_1:
         argv.append("--as-pid-1")
     if seccomp_fd is not None:
@@ -146,13 +188,38 @@ def bwrap_argv(
         env.update(CUDA_DEVICE_ORDER="PCI_BUS_ID", CUDA_VISIBLE_DEVICES=str(gpu_id))
     for key, value in env.items():
         argv += ["--setenv", key, value]
+    # Last: the sandbox's root (a tmpfs holding the mount points) becomes read-only, so a job
+    # can write nothing but /tmp, /scratch and /dev/shm, which are wiped or die with it.
+    argv += ["--remount-ro", "/"]
     argv += ["--", sys.executable, "-s", "-B", "-m", *harness_args]
     return argv
 
 
-def limit_resources(cpu_s: int | None, memory_mb: int, cgroup: PidsCgroup | None) -> None:
-    """Runs in the child between fork and exec: rlimits and the cgroup apply to bwrap and
-    everything the sandbox starts."""
+def host_uid_for_sandbox(settings: Settings) -> int | None:
+    """The unprivileged host uid to run bubblewrap as, when the worker runs as root.
+
+    Inside, the job is uid nobody either way, but the kernel checks host objects against the
+    host uid it maps to: run by root, bwrap maps the sandbox onto host root, and every
+    root-owned file the sandbox can see is then writable by DAC (read-only mounts and the /proc
+    masks above close the known ones). Run by an unprivileged host user it maps onto that user
+    instead. That needs the Python runtime to be reachable by that user: a runtime under /root
+    (pyenv, say) is not, and then bwrap stays root and a warning says so.
+    """
+    if os.geteuid() != 0 or settings.sandbox_host_uid is None:
+        return None
+    for root in [*_python_roots(), str(HARNESS_DIR)]:
+        parts = Path(root).parts
+        for depth in range(1, len(parts) + 1):
+            if not os.stat(Path(*parts[:depth])).st_mode & 0o001:  # others may not traverse
+                return None
+    return settings.sandbox_host_uid
+
+
+def limit_resources(
+    cpu_s: int | None, memory_mb: int, cgroup: PidsCgroup | None, host_uid: int | None = None
+) -> None:
+    """Runs in the child between fork and exec: the cgroup, rlimits and the host uid apply to
+    bwrap and everything the sandbox starts."""
     if cgroup is not None:
         cgroup.enter()
     if cpu_s is not None:
@@ -162,6 +229,10 @@ def limit_resources(cpu_s: int | None, memory_mb: int, cgroup: PidsCgroup | None
     resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))
     # RLIMIT_DATA, not RLIMIT_AS: the address-space limit breaks CUDA initialisation.
     resource.setrlimit(resource.RLIMIT_DATA, (memory_mb << 20, memory_mb << 20))
+    if host_uid is not None:
+        os.setgroups([])
+        os.setresgid(host_uid, host_uid, host_uid)
+        os.setresuid(host_uid, host_uid, host_uid)
 
 
 def drain(fd: int, cap: int, into: Stream) -> None:
@@ -204,6 +275,7 @@ def _run(
 ) -> SandboxRun:
     obs_read, obs_write = os.pipe()
     seccomp = seccomp_fd()
+    host_uid = host_uid_for_sandbox(settings)
     cgroup = PidsCgroup.create(settings.max_processes)
     if cgroup is None:
         log.warning("no pids cgroup available: the job's process count is not capped")
@@ -222,7 +294,7 @@ def _run(
         stderr=subprocess.PIPE,
         pass_fds=(obs_write, seccomp),
         start_new_session=True,
-        preexec_fn=lambda: limit_resources(int(wall_s) + 5, memory_mb, cgroup),
+        preexec_fn=lambda: limit_resources(int(wall_s) + 5, memory_mb, cgroup, host_uid),
         env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
     )
     os.close(seccomp)

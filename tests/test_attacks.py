@@ -40,7 +40,7 @@ import pytest
 from gradlab.config import PROJECT_ROOT, Settings
 from gradlab.content.loader import Content
 from gradlab.results import GradeResult
-from worker.confinement import PidsCgroup
+from worker.confinement import JobCgroup
 from worker.grading import grade
 from worker.pool import WarmPool
 from worker.sandbox import HARNESS_DIR, run_in_sandbox
@@ -199,9 +199,9 @@ def _pids_hierarchy_usable() -> bool:
     """Where the worker can make per-job pids cgroups (root, pids controller v1 or v2)."""
     if os.geteuid() != 0:
         return False
-    if (PidsCgroup.V1_ROOT / "cgroup.procs").exists():
+    if (JobCgroup.V1 / "pids" / "cgroup.procs").exists():
         return True
-    controllers = PidsCgroup.V2_ROOT / "cgroup.controllers"
+    controllers = JobCgroup.V2_ROOT / "cgroup.controllers"
     return controllers.exists() and "pids" in controllers.read_text().split()
 
 
@@ -313,16 +313,18 @@ def host(tmp_path_factory: pytest.TempPathFactory, content: Content) -> Iterator
     )
     env = Host(settings, content, data_dir, db, _sha256(db), victim, sentinel, sentinel_mark)
 
-    original_create = PidsCgroup.create.__func__  # type: ignore[attr-defined]
+    original_create = JobCgroup.create.__func__  # type: ignore[attr-defined]
 
-    def spy(cls: type[PidsCgroup], max_pids: int) -> PidsCgroup | None:
-        cgroup = original_create(cls, max_pids)
+    def spy(cls: type[JobCgroup], max_pids: int, memory_mb: int | None = None) -> JobCgroup | None:
+        cgroup = original_create(cls, max_pids, memory_mb)
         if cgroup is not None:
             env.cgroups.append(cgroup.path)
+            if cgroup.memory is not None:
+                env.cgroups.append(cgroup.memory)
         return cgroup
 
     patch = pytest.MonkeyPatch()
-    patch.setattr(PidsCgroup, "create", classmethod(spy))
+    patch.setattr(JobCgroup, "create", classmethod(spy))
     patch.setenv("GRADLAB_ATTACK_SECRET", ENV_SECRET)
     try:
         yield env
@@ -343,7 +345,13 @@ def _settled_slot_cgroups(host: Host) -> set[Path]:
         with pool._lock:
             free = list(pool._free)
         if len(free) == POOL_SLOTS and all(slot.running for slot in free):
-            return {slot.cgroup.path for slot in free if slot.cgroup is not None}
+            return {
+                path
+                for slot in free
+                if slot.cgroup is not None
+                for path in (slot.cgroup.path, slot.cgroup.memory)
+                if path is not None
+            }
         assert time.monotonic() < deadline, "the pool never got its slots back"
         time.sleep(0.1)
 
@@ -958,15 +966,6 @@ def test_memory_bomb_is_a_memory_limit_error_not_a_hang(memory_bomb: MemoryBomb)
     assert _report(memory_bomb.result, "MEMORY")["private_over_limit"] == "ENOMEM"  # limit on
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="HOLE: memory is capped with RLIMIT_DATA only, which does not count shared "
-    "anonymous mappings (shmem) nor tmpfs pages: a job is granted a MAP_SHARED mapping larger "
-    "than the lesson's memory_mb (and can fill its tmpfs /scratch, see below) - host RAM "
-    "beyond the limit, per concurrent job. A memory cgroup (v1 'memory' is mounted here) "
-    "charges both; this passes once the mapping is refused or the job's processes sit in a "
-    "memory cgroup no larger than memory_mb.",
-)
 def test_shared_memory_beyond_the_limit_is_refused(memory_bomb: MemoryBomb) -> None:
     shared = _report(memory_bomb.result, "MEMORY")["shared_over_limit"]
     assert shared != "ok" or _capped_by_a_memory_cgroup(memory_bomb.cgroup_limits)

@@ -111,6 +111,9 @@ def _grade(
         use_gpu=device == "cuda",
     )
     common = {"output": _output(run), "device": device, "locale": locale}
+    if run.memory_exceeded:  # before timeouts: a job at its cap crawls until it times out
+        text = message(locale, "error.memory_limit", limit=limits.memory_mb)
+        return GradeResult.failure(ResultError(kind="memory_limit", message=text), **common)
     if run.timed_out or run.returncode == -signal.SIGXCPU:  # wall clock or CPU time
         text = message(locale, "error.timeout", limit=wall_s)
         return GradeResult.failure(ResultError(kind="timeout", message=text), **common)

@@ -24,7 +24,7 @@ import time
 from typing import Any
 
 from gradlab.config import Settings
-from worker.confinement import PidsCgroup, seccomp_fd
+from worker.confinement import JobCgroup, seccomp_fd
 from worker.sandbox import (
     SandboxRun,
     Stream,
@@ -51,13 +51,13 @@ class Slot:
         self.gpu_id = gpu_id
         self.process: subprocess.Popen[bytes] | None = None
         self.control: socket.socket | None = None
-        self.cgroup: PidsCgroup | None = None
+        self.cgroup: JobCgroup | None = None
         self.jobs = 0
 
     def start(self) -> None:
         ours, theirs = socket.socketpair()
         seccomp = seccomp_fd()
-        self.cgroup = PidsCgroup.create(self.settings.max_processes)
+        self.cgroup = JobCgroup.create(self.settings.max_processes, self.settings.slot_memory_mb)
         argv = bwrap_argv(
             settings=self.settings,
             harness_args=["harness.zygote", str(theirs.fileno())],
@@ -118,6 +118,8 @@ class Slot:
         job_read, job_write = os.pipe()  # the job itself, read only by the job's own process
         streams = [Stream(), Stream(), Stream()]
         caps = [self.settings.max_output_bytes] * 2 + [self.settings.max_observation_bytes]
+        cgroup = self.cgroup
+        memory_hits = cgroup.memory_limit_hits() if cgroup else 0
         started = time.monotonic()
         try:
             socket.send_fds(self.control, [b"job"], [w for _, w in pipes] + [job_read])
@@ -137,6 +139,7 @@ class Slot:
         for reader in readers:
             reader.start()
         answer = self._answer(wall_s + CLEANUP_GRACE_S)
+        memory_exceeded = cgroup is not None and cgroup.memory_limit_hits() > memory_hits
         timed_out = answer is None and time.monotonic() - started >= wall_s
         if answer is None:
             self.stop()  # timed out or broke the protocol: nothing of it may reach the next job
@@ -151,6 +154,7 @@ class Slot:
             observations=streams[2],
             timed_out=timed_out,
             wall_s=time.monotonic() - started,
+            memory_exceeded=memory_exceeded,
         )
 
     def _answer(self, timeout_s: float) -> dict[str, Any] | None:
@@ -202,7 +206,7 @@ class WarmPool:
         ]
         self._lock = threading.Condition()
         self._broken: queue.Queue[Slot | None] = queue.Queue()
-        PidsCgroup.sweep()
+        JobCgroup.sweep()
         for slot in self._free:
             slot.start()  # pre-warmed before the first job arrives
         threading.Thread(target=self._restarter, daemon=True).start()

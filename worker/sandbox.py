@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gradlab.config import Settings
-from worker.confinement import PidsCgroup, seccomp_fd
+from worker.confinement import JobCgroup, seccomp_fd
 
 log = logging.getLogger(__name__)
 HARNESS_DIR = Path(__file__).resolve().parent / "harness"
@@ -53,6 +53,7 @@ class SandboxRun:
     observations: Stream
     timed_out: bool
     wall_s: float
+    memory_exceeded: bool = False  # the kernel killed a process of it over its memory cgroup
 
 
 class SandboxUnavailable(RuntimeError):
@@ -216,7 +217,7 @@ def host_uid_for_sandbox(settings: Settings) -> int | None:
 
 
 def limit_resources(
-    cpu_s: int | None, memory_mb: int, cgroup: PidsCgroup | None, host_uid: int | None = None
+    cpu_s: int | None, memory_mb: int, cgroup: JobCgroup | None, host_uid: int | None = None
 ) -> None:
     """Runs in the child between fork and exec: the cgroup, rlimits and the host uid apply to
     bwrap and everything the sandbox starts."""
@@ -276,7 +277,7 @@ def _run(
     obs_read, obs_write = os.pipe()
     seccomp = seccomp_fd()
     host_uid = host_uid_for_sandbox(settings)
-    cgroup = PidsCgroup.create(settings.max_processes)
+    cgroup = JobCgroup.create(settings.max_processes, memory_mb)
     if cgroup is None:
         log.warning("no pids cgroup available: the job's process count is not capped")
     argv = bwrap_argv(
@@ -322,6 +323,7 @@ def _run(
         # namespace dies with bwrap, taking every process of the job with it.
         os.killpg(process.pid, signal.SIGKILL)
         process.wait()
+    memory_exceeded = cgroup is not None and cgroup.memory_limit_hits() > 0
     if cgroup is not None:
         cgroup.remove()  # whatever the job left running (a setsid daemon...) dies here
     for reader in readers:
@@ -333,4 +335,5 @@ def _run(
         observations=streams["observations"],
         timed_out=timed_out,
         wall_s=time.monotonic() - started,
+        memory_exceeded=memory_exceeded,
     )

@@ -7,6 +7,7 @@ Every file in tests/corpus/<exercise>/ starts with a header line:
 import re
 import string
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,9 @@ import pytest
 from gradlab.config import LOCALES, Settings
 from gradlab.content.loader import Content
 from gradlab.results import GradeResult
-from worker.grading import grade
+from worker.grading import Runner, grade
+from worker.pool import WarmPool
+from worker.sandbox import run_in_sandbox
 
 CORPUS = Path(__file__).parent / "corpus"
 EXERCISES = {
@@ -62,7 +65,18 @@ def grading_settings(tmp_path_factory: pytest.TempPathFactory) -> Settings:
     return Settings(data_dir=tmp_path_factory.mktemp("data"), max_wall_s=15)
 
 
-def _assert_verdict(path: Path, settings: Settings, content: Content) -> GradeResult:
+@pytest.fixture(scope="module")
+def pool(grading_settings: Settings) -> Iterator[WarmPool]:
+    """The corpus runs through the warm pool, as the worker runs it (the cold path is covered
+    by the sandbox and CLI tests)."""
+    warm = WarmPool(grading_settings, slots=1, use_gpu=grading_settings.device == "cuda")
+    yield warm
+    warm.close()
+
+
+def _assert_verdict(
+    path: Path, settings: Settings, content: Content, runner: Runner = run_in_sandbox
+) -> GradeResult:
     code = path.read_text(encoding="utf-8")
     match = HEADER.match(code.splitlines()[0])
     assert match, f"{path}: first line must be '# expect: ...'"
@@ -73,6 +87,7 @@ def _assert_verdict(path: Path, settings: Settings, content: Content) -> GradeRe
         exercise=EXERCISES[path.parent.name],
         code=code,
         locale="en",
+        runner=runner,
     )
     summary = f"{result.status} {result.error} {result.diagnosis} {result.output.stderr[-2000:]}"
     assert result.status == status, summary
@@ -91,8 +106,10 @@ def _assert_verdict(path: Path, settings: Settings, content: Content) -> GradeRe
 
 
 @pytest.mark.parametrize("path", CORPUS_FILES, ids=lambda p: f"{p.parent.name}/{p.stem}")
-def test_corpus_verdict(path: Path, grading_settings: Settings, content: Content) -> None:
-    result = _assert_verdict(path, grading_settings, content)
+def test_corpus_verdict(
+    path: Path, grading_settings: Settings, content: Content, pool: WarmPool
+) -> None:
+    result = _assert_verdict(path, grading_settings, content, pool.run)
     assert result.device == "cpu" or grading_settings.device != "cpu"
 
 

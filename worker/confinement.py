@@ -147,6 +147,11 @@ class JobCgroup:
                     if time.time() - stale.stat().st_mtime > older_than_s:
                         stale.rmdir()
 
+    def pids(self) -> set[int]:
+        with contextlib.suppress(OSError, ValueError):
+            return {int(p) for p in (self.path / "cgroup.procs").read_text().split()}
+        return set()
+
     def enter(self) -> None:
         """Move the calling process (a child between fork and exec) into these cgroups."""
         for path in {self.path, self.memory} - {None}:

@@ -25,6 +25,7 @@ from typing import Any
 
 from gradlab.config import Settings
 from worker.confinement import JobCgroup, seccomp_fd
+from worker.gpu_watchdog import watch_gpu_memory
 from worker.sandbox import (
     SandboxRun,
     Stream,
@@ -138,8 +139,13 @@ class Slot:
         ]
         for reader in readers:
             reader.start()
-        answer = self._answer(wall_s + CLEANUP_GRACE_S)
+        watchdog = watch_gpu_memory(
+            self.use_gpu, self.settings.gpu_memory_mb, cgroup.pids if cgroup else set
+        )
+        with watchdog:
+            answer = self._answer(wall_s + CLEANUP_GRACE_S)
         memory_exceeded = cgroup is not None and cgroup.memory_limit_hits() > memory_hits
+        memory_exceeded |= bool(getattr(watchdog, "exceeded", False))
         timed_out = answer is None and time.monotonic() - started >= wall_s
         if answer is None:
             self.stop()  # timed out or broke the protocol: nothing of it may reach the next job

@@ -29,6 +29,7 @@ from pathlib import Path
 
 from gradlab.config import Settings
 from worker.confinement import JobCgroup, seccomp_fd
+from worker.gpu_watchdog import watch_gpu_memory
 
 log = logging.getLogger(__name__)
 HARNESS_DIR = Path(__file__).resolve().parent / "harness"
@@ -315,8 +316,10 @@ def _run(
     for reader in readers:
         reader.start()
     timed_out = False
+    watchdog = watch_gpu_memory(use_gpu, settings.gpu_memory_mb, cgroup.pids if cgroup else set)
     try:
-        process.wait(timeout=wall_s)
+        with watchdog:
+            process.wait(timeout=wall_s)
     except subprocess.TimeoutExpired:
         timed_out = True
         # Kill bwrap's group (still unreaped, so the pgid cannot have been reused); the pid
@@ -324,6 +327,7 @@ def _run(
         os.killpg(process.pid, signal.SIGKILL)
         process.wait()
     memory_exceeded = cgroup is not None and cgroup.memory_limit_hits() > 0
+    memory_exceeded |= bool(getattr(watchdog, "exceeded", False))
     if cgroup is not None:
         cgroup.remove()  # whatever the job left running (a setsid daemon...) dies here
     for reader in readers:

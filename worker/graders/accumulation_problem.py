@@ -5,6 +5,8 @@ Always float64 on the CPU, from the scenario's seed: nothing here comes from the
 the parameter vectors at which gradients are evaluated.
 """
 
+from functools import lru_cache
+
 import torch
 from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
@@ -89,17 +91,24 @@ class AccumulationProblem:
         )
 
     def reference_run(self) -> list[torch.Tensor]:
-        """Parameters after each full-batch update, one per window, from the same start."""
-        model = make_model(self.scenario)
-        optimizer = make_optimizer(self.scenario, model)
-        after = []
-        for window in self.windows:
-            theta = parameters_to_vector(model.parameters()).detach().clone()
-            grad = self.reference_gradient(theta, window)
-            offset = 0
-            for p in model.parameters():
-                p.grad = grad[offset : offset + p.numel()].view_as(p).clone()
-                offset += p.numel()
-            optimizer.step()
-            after.append(parameters_to_vector(model.parameters()).detach().clone())
-        return after
+        """Parameters after each full-batch update, one per window, from the same start. It
+        depends on the scenario alone, so it is computed once per process."""
+        return list(_reference_run(self.scenario))
+
+
+@lru_cache(maxsize=64)
+def _reference_run(scenario: AccumulationScenario) -> tuple[torch.Tensor, ...]:
+    problem = AccumulationProblem(scenario)  # its own model: safe to share across threads
+    model = make_model(scenario)
+    optimizer = make_optimizer(scenario, model)
+    after = []
+    for window in problem.windows:
+        theta = parameters_to_vector(model.parameters()).detach().clone()
+        grad = problem.reference_gradient(theta, window)
+        offset = 0
+        for p in model.parameters():
+            p.grad = grad[offset : offset + p.numel()].view_as(p).clone()
+            offset += p.numel()
+        optimizer.step()
+        after.append(parameters_to_vector(model.parameters()).detach().clone())
+    return tuple(after)

@@ -9,13 +9,16 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import httpx
 import pytest
-from fastapi.testclient import TestClient
 
 from gradlab.config import PROJECT_ROOT, Settings
 from gradlab.content.loader import Content, load_content
+
+if TYPE_CHECKING:
+    from fastapi.testclient import TestClient
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -36,7 +39,9 @@ def content() -> Content:
 
 
 @pytest.fixture
-def client(settings: Settings) -> Iterator[TestClient]:
+def client(settings: Settings) -> Iterator["TestClient"]:
+    from fastapi.testclient import TestClient  # imported here: GPU-only runs lack FastAPI
+
     from app.main import create_app
 
     with TestClient(create_app(settings)) as test_client:

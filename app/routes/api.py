@@ -5,6 +5,7 @@ import time
 from typing import Annotated, Any
 
 from fastapi import APIRouter, HTTPException, Query, Response
+from fastapi.concurrency import run_in_threadpool
 from pydantic import BaseModel
 from sqlmodel import Session
 
@@ -31,8 +32,14 @@ async def create_submission(
     wait: Annotated[float, Query(ge=0, le=MAX_WAIT_S)] = 0,
 ) -> SubmissionPublic:
     """Queue code for grading; with `?wait=N`, hold up to N s and answer 200 once graded."""
-    submission = submissions.create(
-        session=session, content=content, settings=settings, data=data, owner=owner
+    # Database calls run in the thread pool: the event loop never waits on SQLite or a lock.
+    submission = await run_in_threadpool(
+        submissions.create,
+        session=session,
+        content=content,
+        settings=settings,
+        data=data,
+        owner=owner,
     )
     if wait > 0:
         submission = await _wait_for(session, submission, wait, settings.poll_interval_s)
@@ -47,7 +54,7 @@ async def _wait_for(
     deadline = time.monotonic() + wait_s
     while submission.status not in DONE and time.monotonic() < deadline:
         await asyncio.sleep(poll_s)
-        session.refresh(submission)
+        await run_in_threadpool(session.refresh, submission)
     return submission
 
 

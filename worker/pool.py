@@ -53,7 +53,6 @@ class Slot:
         self.process: subprocess.Popen[bytes] | None = None
         self.control: socket.socket | None = None
         self.cgroup: JobCgroup | None = None
-        self.jobs = 0
 
     def start(self) -> None:
         ours, theirs = socket.socketpair()
@@ -67,7 +66,7 @@ class Slot:
             as_pid_1=True,
             gpu_id=self.gpu_id,
         )
-        cgroup = self.cgroup
+        cgroup, host_uid = self.cgroup, host_uid_for_sandbox(self.settings)
         self.process = subprocess.Popen(
             argv,
             stdin=subprocess.DEVNULL,
@@ -76,7 +75,7 @@ class Slot:
             pass_fds=(theirs.fileno(), seccomp),
             start_new_session=True,
             preexec_fn=lambda: limit_resources(
-                None, self.settings.slot_memory_mb, cgroup, host_uid_for_sandbox(self.settings)
+                None, self.settings.slot_memory_mb, cgroup, host_uid
             ),
             env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
         )
@@ -87,7 +86,6 @@ class Slot:
         if not ready or ours.recv(5) != b"ready":
             self.stop()
             raise SlotBroken("the zygote did not start")
-        self.jobs = 0
 
     def stop(self) -> None:
         """Kill the whole slot: bwrap, its pid namespace, and anything left in its cgroup."""
@@ -151,7 +149,6 @@ class Slot:
             self.stop()  # timed out or broke the protocol: nothing of it may reach the next job
         for reader in readers:
             reader.join(timeout=5)
-        self.jobs += 1
         status = answer.get("status") if answer else None
         return SandboxRun(
             returncode=_returncode(status) if isinstance(status, int) else None,

@@ -34,7 +34,6 @@ class Exercise:
 class Lesson:
     spec: LessonSpec
     texts: dict[str, LessonText]  # per locale; "en" always present
-    folder: Path
     starter_code: dict[str, str]  # per exercise id
 
 
@@ -139,7 +138,7 @@ def _load_lesson(folder: Path, lesson_id: str, course: Course) -> Lesson:
         texts[locale] = text
     if problems:
         raise ContentError(problems)
-    return Lesson(spec=spec, texts=texts, folder=folder, starter_code=starter_code)
+    return Lesson(spec=spec, texts=texts, starter_code=starter_code)
 
 
 def _check_keys(

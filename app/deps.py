@@ -1,4 +1,4 @@
-"""Request dependencies: settings, database session, content, the current learner."""
+"""Request dependencies: settings, database session, content, who is asking, rate limits."""
 
 from collections.abc import Iterator
 from typing import Annotated
@@ -6,8 +6,12 @@ from typing import Annotated
 from fastapi import Depends, HTTPException, Request
 from sqlmodel import Session
 
+from app.accounts.auth import Auth, resolve, unauthorized
+from app.accounts.schemas import UserPublic
+from app.security.exceptions import RateLimited
 from gradlab.config import LOCALES, Settings
 from gradlab.content.loader import Content
+from gradlab.content.store import ContentStore
 
 
 def get_settings(request: Request) -> Settings:
@@ -19,13 +23,43 @@ def get_session(request: Request) -> Iterator[Session]:
         yield session
 
 
+def get_content_store(request: Request) -> ContentStore:
+    return request.app.state.content_store
+
+
 def get_content(request: Request) -> Content:
-    return request.app.state.content
+    """The current content (hot-reloaded when an author edits a file)."""
+    return request.app.state.content_store.get()
 
 
-def get_owner(request: Request) -> str:
-    """Who owns what this request creates: the learner behind the signed cookie."""
-    return f"learner:{request.state.learner_id}"
+def get_auth(request: Request, session: Annotated[Session, Depends(get_session)]) -> Auth:
+    """Who is asking: a bearer token, the session cookie, or anonymous (401: bad bearer)."""
+    return resolve(request, session)
+
+
+def get_owner(request: Request, auth: Annotated[Auth, Depends(get_auth)]) -> str:
+    """Who owns what this request reads and creates: `user:<id>` when signed in, else
+    `learner:<id>`, the anonymous learner behind the signed cookie."""
+    return auth.owner(request.state.learner_id)
+
+
+def get_current_user(auth: Annotated[Auth, Depends(get_auth)]) -> UserPublic:
+    if auth.user is None:
+        raise unauthorized("not signed in")
+    return auth.user
+
+
+def limit_submissions(
+    request: Request,
+    owner: Annotated[str, Depends(get_owner)],
+    settings: Annotated[Settings, Depends(get_settings)],
+) -> None:
+    """Route dependency: at most `submission_rate_limit` submissions per window per owner."""
+    retry_after = request.app.state.rate_limiter.hit(
+        f"submit:{owner}", limit=settings.submission_rate_limit, window_s=settings.rate_window_s
+    )
+    if retry_after is not None:
+        raise RateLimited(retry_after)
 
 
 def valid_locale(locale: str) -> str:
@@ -37,5 +71,8 @@ def valid_locale(locale: str) -> str:
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 SessionDep = Annotated[Session, Depends(get_session)]
 ContentDep = Annotated[Content, Depends(get_content)]
+ContentStoreDep = Annotated[ContentStore, Depends(get_content_store)]
 OwnerDep = Annotated[str, Depends(get_owner)]
+AuthDep = Annotated[Auth, Depends(get_auth)]
+CurrentUser = Annotated[UserPublic, Depends(get_current_user)]
 LocaleDep = Annotated[str, Depends(valid_locale)]

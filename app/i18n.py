@@ -1,174 +1,91 @@
-"""UI strings of the site chrome per locale, and locale negotiation."""
+"""UI strings of the site chrome (gettext catalogs compiled by Babel) and locale negotiation.
+
+English msgids are the source; `app/translations/<locale>/LC_MESSAGES/messages.po` holds the
+translations, compiled to `.mo` by `scripts/bootstrap.sh` (see docs/translating.md). Templates
+reach the same catalogs through `jinja2.ext.i18n` (`app/templating.py`); Python code uses
+`gettext`/`ngettext` below.
+"""
+
+import math
+from functools import cache
+from pathlib import Path
+
+from babel.numbers import format_decimal, format_percent
+from babel.support import NullTranslations, Translations
 
 from gradlab.config import DEFAULT_LOCALE, LOCALES
 
 LANGUAGE_NAMES = {"en": "English", "es": "Español", "de": "Deutsch", "tr": "Türkçe"}
-
-UI: dict[str, dict[str, str]] = {
-    "en": {
-        "skip": "Skip to content",
-        "language": "Language",
-        "lessons": "Lessons",
-        "lesson_n_of_m": "Lesson {n} of {m}",
-        "reading_time": "{minutes} min read",
-        "coming_soon": "coming soon",
-        "untranslated_notice": "Parts of this lesson are not translated yet and are shown in "
-        "English.",
-        "untranslated_badge": "Not translated yet",
-        "quick_check": "Quick check",
-        "check_answer": "Check my answer",
-        "quiz_correct": "Correct!",
-        "quiz_wrong": "Not quite. Think about when a cycle is complete.",
-        "faq": "Frequently asked questions",
-        "exercise": "Exercise",
-        "your_code": "Your code",
-        "submit": "Run and grade",
-        "hints": "Hints",
-        "hint_n": "Hint {n}",
-        "result": "Result",
-        "status_queued": "Waiting for a grader…",
-        "status_running": "Running your code…",
-        "status_passed": "Passed",
-        "status_failed": "Not yet right",
-        "status_error": "Could not be graded",
-        "score": "Score",
-        "checks": "Checks",
-        "diagnosis": "What went wrong",
-        "error_line": "line {line}",
-        "stdout": "Output",
-        "stderr": "Errors and warnings",
-        "truncated": "Output was cut short.",
-        "ran_on": "Ran on {device} in {seconds} s.",
-        "back_to_lesson": "Back to the lesson",
-        "course_intro": "Four short lessons on training neural networks fast. Read them for free, "
-        "write the code in your browser, and get precise feedback from a GPU grader.",
-        "not_found": "Page not found",
-    },
-    "es": {
-        "skip": "Saltar al contenido",
-        "language": "Idioma",
-        "lessons": "Lecciones",
-        "lesson_n_of_m": "Lección {n} de {m}",
-        "reading_time": "{minutes} min de lectura",
-        "coming_soon": "próximamente",
-        "untranslated_notice": "Algunas partes de esta lección aún no están traducidas y se "
-        "muestran en inglés.",
-        "untranslated_badge": "Aún sin traducir",
-        "quick_check": "Comprobación rápida",
-        "check_answer": "Comprobar respuesta",
-        "quiz_correct": "¡Correcto!",
-        "quiz_wrong": "No exactamente. Piensa en cuándo se completa un ciclo.",
-        "faq": "Preguntas frecuentes",
-        "exercise": "Ejercicio",
-        "your_code": "Tu código",
-        "submit": "Ejecutar y corregir",
-        "hints": "Pistas",
-        "hint_n": "Pista {n}",
-        "result": "Resultado",
-        "status_queued": "Esperando a un corrector…",
-        "status_running": "Ejecutando tu código…",
-        "status_passed": "Superado",
-        "status_failed": "Todavía no es correcto",
-        "status_error": "No se pudo corregir",
-        "score": "Puntuación",
-        "checks": "Comprobaciones",
-        "diagnosis": "Qué ha fallado",
-        "error_line": "línea {line}",
-        "stdout": "Salida",
-        "stderr": "Errores y avisos",
-        "truncated": "La salida se ha recortado.",
-        "ran_on": "Ejecutado en {device} en {seconds} s.",
-        "back_to_lesson": "Volver a la lección",
-        "course_intro": "Cuatro lecciones breves para entrenar redes neuronales más rápido. "
-        "Léelas gratis, escribe el código en el navegador y recibe correcciones precisas de "
-        "un corrector con GPU.",
-        "not_found": "Página no encontrada",
-    },
-    "de": {
-        "skip": "Zum Inhalt springen",
-        "language": "Sprache",
-        "lessons": "Lektionen",
-        "lesson_n_of_m": "Lektion {n} von {m}",
-        "reading_time": "{minutes} Min. Lesezeit",
-        "coming_soon": "in Kürze",
-        "untranslated_notice": "Teile dieser Lektion sind noch nicht übersetzt und werden auf "
-        "Englisch angezeigt.",
-        "untranslated_badge": "Noch nicht übersetzt",
-        "quick_check": "Kurzer Check",
-        "check_answer": "Antwort prüfen",
-        "quiz_correct": "Richtig!",
-        "quiz_wrong": "Nicht ganz. Überleg, wann ein Zyklus vollständig ist.",
-        "faq": "Häufige Fragen",
-        "exercise": "Übung",
-        "your_code": "Dein Code",
-        "submit": "Ausführen und bewerten",
-        "hints": "Hinweise",
-        "hint_n": "Hinweis {n}",
-        "result": "Ergebnis",
-        "status_queued": "Wartet auf einen Bewerter …",
-        "status_running": "Dein Code läuft …",
-        "status_passed": "Bestanden",
-        "status_failed": "Noch nicht richtig",
-        "status_error": "Konnte nicht bewertet werden",
-        "score": "Punkte",
-        "checks": "Prüfungen",
-        "diagnosis": "Was schiefging",
-        "error_line": "Zeile {line}",
-        "stdout": "Ausgabe",
-        "stderr": "Fehler und Warnungen",
-        "truncated": "Die Ausgabe wurde gekürzt.",
-        "ran_on": "Lief auf {device} in {seconds} s.",
-        "back_to_lesson": "Zurück zur Lektion",
-        "course_intro": "Vier kurze Lektionen, wie du neuronale Netze schneller trainierst. "
-        "Kostenlos lesen, Code im Browser schreiben und präzises Feedback von einem "
-        "GPU-Bewerter bekommen.",
-        "not_found": "Seite nicht gefunden",
-    },
-    "tr": {
-        "skip": "İçeriğe geç",
-        "language": "Dil",
-        "lessons": "Dersler",
-        "lesson_n_of_m": "Ders {n} / {m}",
-        "reading_time": "{minutes} dk okuma",
-        "coming_soon": "yakında",
-        "untranslated_notice": "Bu dersin bazı bölümleri henüz çevrilmedi ve İngilizce "
-        "gösteriliyor.",
-        "untranslated_badge": "Henüz çevrilmedi",
-        "quick_check": "Hızlı kontrol",
-        "check_answer": "Cevabımı kontrol et",
-        "quiz_correct": "Doğru!",
-        "quiz_wrong": "Tam değil. Bir turun ne zaman tamamlandığını düşün.",
-        "faq": "Sık sorulan sorular",
-        "exercise": "Alıştırma",
-        "your_code": "Kodun",
-        "submit": "Çalıştır ve değerlendir",
-        "hints": "İpuçları",
-        "hint_n": "İpucu {n}",
-        "result": "Sonuç",
-        "status_queued": "Değerlendirici bekleniyor…",
-        "status_running": "Kodun çalışıyor…",
-        "status_passed": "Geçti",
-        "status_failed": "Henüz doğru değil",
-        "status_error": "Değerlendirilemedi",
-        "score": "Puan",
-        "checks": "Kontroller",
-        "diagnosis": "Ne ters gitti",
-        "error_line": "satır {line}",
-        "stdout": "Çıktı",
-        "stderr": "Hatalar ve uyarılar",
-        "truncated": "Çıktı kısaltıldı.",
-        "ran_on": "{device} üzerinde {seconds} sn'de çalıştı.",
-        "back_to_lesson": "Derse dön",
-        "course_intro": "Sinir ağlarını hızlı eğitmek üzerine dört kısa ders. Ücretsiz oku, "
-        "kodu tarayıcıda yaz ve GPU'lu bir değerlendiriciden net geri bildirim al.",
-        "not_found": "Sayfa bulunamadı",
-    },
-}
+TRANSLATIONS_DIR = Path(__file__).resolve().parent / "translations"
+DOMAIN = "messages"
+COMPILE_COMMAND = "scripts/bootstrap.sh (or: .venv/bin/pybabel compile -d app/translations)"
 
 
-def translate(locale: str, key: str, **values: object) -> str:
-    template = UI.get(locale, {}).get(key) or UI[DEFAULT_LOCALE][key]
-    return template.format(**values) if values else template
+class CatalogsNotCompiled(RuntimeError):
+    """A locale's .mo file is missing or older than its .po: the install step did not run."""
+
+
+def catalog_paths(locale: str) -> tuple[Path, Path]:
+    """The (.po, .mo) pair of a translated locale."""
+    folder = TRANSLATIONS_DIR / locale / "LC_MESSAGES"
+    return folder / f"{DOMAIN}.po", folder / f"{DOMAIN}.mo"
+
+
+def check_catalogs() -> None:
+    """Fail loudly, naming the fix, if any translated locale's catalog was not compiled."""
+    problems = []
+    for locale in LOCALES:
+        if locale == DEFAULT_LOCALE:
+            continue
+        po, mo = catalog_paths(locale)
+        if not mo.exists():
+            problems.append(f"{mo} is missing")
+        elif po.exists() and po.stat().st_mtime > mo.stat().st_mtime:
+            problems.append(f"{mo} is older than {po.name}")
+    if problems:
+        raise CatalogsNotCompiled(
+            "UI translation catalogs are not compiled ("
+            + "; ".join(problems)
+            + f"). Run {COMPILE_COMMAND}."
+        )
+
+
+@cache
+def translations(locale: str) -> NullTranslations:
+    """The locale's compiled catalog, loaded once per process (the msgids are English)."""
+    if locale not in LOCALES:
+        raise ValueError(f"unknown locale {locale!r}")
+    if locale == DEFAULT_LOCALE:
+        return NullTranslations()
+    check_catalogs()
+    _, mo = catalog_paths(locale)
+    with mo.open("rb") as fp:
+        return Translations(fp, domain=DOMAIN)
+
+
+def gettext(locale: str, message: str, **variables: object) -> str:
+    """`message` in `locale`, %-formatted with `variables` when given (like the templates' _)."""
+    text = translations(locale).gettext(message)
+    return text % variables if variables else text
+
+
+def ngettext(locale: str, singular: str, plural: str, num: int, **variables: object) -> str:
+    """The plural form for `num` in `locale`; `%(num)s` and `variables` are filled in."""
+    return translations(locale).ngettext(singular, plural, num) % {"num": num, **variables}
+
+
+def format_number(value: float, locale: str, digits: int | None = None) -> str:
+    """A number as the locale writes it: `digits` fixed decimals, or as few as needed."""
+    if digits is None:
+        return format_decimal(value, locale=locale)
+    pattern = "#,##0." + "0" * digits if digits else "#,##0"
+    return format_decimal(value, format=pattern, locale=locale)
+
+
+def format_share(value: float, locale: str) -> str:
+    """A share in [0, 1] as a whole percentage, e.g. 0.42 -> '42 %' (de) or '%42' (tr).
+    Rounded down, so that anything short of full marks never reads as 100 %."""
+    return format_percent(math.floor(value * 100 + 1e-9) / 100, locale=locale)
 
 
 def negotiate(cookie: str | None, accept_language: str | None) -> str:

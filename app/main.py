@@ -9,17 +9,23 @@ from fastapi.responses import JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from app.i18n import negotiate
+from app.i18n import check_catalogs, negotiate
 from app.learner import LearnerCookieMiddleware
-from app.routes import api, pages
+from app.routes import api, auth, authoring, discovery, ops, pages, progress
+from app.security.csrf import CrossSiteApiGuard, CsrfTokens
+from app.security.errors import security_error
+from app.security.exceptions import SecurityRejection
+from app.security.ratelimit import SlidingWindowLimiter
+from app.security_headers import SecurityHeadersMiddleware
 from app.templating import render
 from gradlab.config import LOCALES, PROJECT_ROOT, Settings, get_settings
-from gradlab.content.loader import load_content
+from gradlab.content.store import ContentStore
 from gradlab.db import init_db, make_engine
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or get_settings()
+    check_catalogs()  # the .mo files are built by scripts/bootstrap.sh: fail now, not per page
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -35,15 +41,32 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings
     app.state.engine = make_engine(settings)
     init_db(app.state.engine)
-    app.state.content = load_content(settings.content_dir)
+    app.state.content_store = ContentStore(
+        settings.content_dir, check_interval_s=settings.content_reload_s
+    )
+    app.state.csrf = CsrfTokens(settings.resolved_secret_key())
+    app.state.rate_limiter = SlidingWindowLimiter()
+    # inside the learner cookie middleware (added after it), which sets the learner id
+    app.add_middleware(
+        CrossSiteApiGuard, trusted_origins=[settings.public_base_url], tokens=app.state.csrf
+    )
     app.add_middleware(
         LearnerCookieMiddleware,
         secret_key=settings.resolved_secret_key(),
         secure=settings.public_base_url.startswith("https://"),
     )
+    app.add_middleware(SecurityHeadersMiddleware)  # outermost: covers every response
     app.mount("/static", StaticFiles(directory=PROJECT_ROOT / "static"), name="static")
+    app.include_router(ops.router)  # /healthz, /metrics
     app.include_router(api.router)
+    app.include_router(auth.api_router)
+    app.include_router(progress.router)
+    app.include_router(auth.pages_router)
+    app.include_router(authoring.router)
+    app.include_router(discovery.router)
     app.include_router(pages.router)
+
+    app.add_exception_handler(SecurityRejection, security_error)
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> Response:

@@ -1,27 +1,99 @@
-"""Jinja2 environment with the site's helpers (translations, markdown)."""
+"""Jinja2 environment with the site's helpers (gettext via jinja2.ext.i18n, numbers, markdown).
+
+One environment serves every locale. The gettext callables are installed on it once, at import,
+and each of them reads the catalog from the *render context* (`translations`, put there by
+`render`), never from shared state: two requests in different languages can render at the same
+time in different threads without seeing each other's catalog. Newstyle gettext: `_()` output is
+autoescaped and formatted with `%(name)s` placeholders, and `{% trans %}` blocks are trimmed.
+"""
 
 from typing import Any
 
+from babel.support import NullTranslations
 from fastapi import Request
 from fastapi.responses import HTMLResponse
 from fastapi.templating import Jinja2Templates
+from jinja2 import Environment, FileSystemLoader, pass_context
+from jinja2.runtime import Context
 
-from app.i18n import LANGUAGE_NAMES, translate
-from app.rendering import markdown, markdown_inline
+from app.accounts.auth import install_template_globals as install_account_globals
+from app.charts import weights_chart
+from app.i18n import LANGUAGE_NAMES, format_number, format_share, translations
+from app.rendering import highlight_block, markdown, markdown_inline
+from app.security.csrf import install_template_globals as install_csrf_globals
 from gradlab.config import LOCALES, PROJECT_ROOT
 
-templates = Jinja2Templates(directory=PROJECT_ROOT / "templates")
-templates.env.filters["md"] = markdown
-templates.env.filters["md_inline"] = markdown_inline
-templates.env.globals.update(LOCALES=LOCALES, LANGUAGE_NAMES=LANGUAGE_NAMES)
+env = Environment(
+    loader=FileSystemLoader(PROJECT_ROOT / "templates"),
+    autoescape=True,
+    extensions=["jinja2.ext.i18n"],
+)
+env.policies["ext.i18n.trimmed"] = True  # babel.cfg extracts with trimmed = true as well
+
+
+def _catalog(context: Context) -> NullTranslations:
+    catalog = context.get("translations")
+    if catalog is None:
+        raise RuntimeError(
+            f"template {context.name!r} was rendered without `translations` in its context: "
+            "render pages through app.templating.render (and import macros `with context`)"
+        )
+    return catalog
+
+
+@pass_context
+def _gettext(context: Context, message: str) -> str:
+    return _catalog(context).gettext(message)
+
+
+@pass_context
+def _ngettext(context: Context, singular: str, plural: str, num: int) -> str:
+    return _catalog(context).ngettext(singular, plural, num)
+
+
+@pass_context
+def _pgettext(context: Context, msgctxt: str, message: str) -> str:
+    return _catalog(context).pgettext(msgctxt, message)
+
+
+@pass_context
+def _npgettext(context: Context, msgctxt: str, singular: str, plural: str, num: int) -> str:
+    return _catalog(context).npgettext(msgctxt, singular, plural, num)
+
+
+env.install_gettext_callables(  # type: ignore[attr-defined]  # added by jinja2.ext.i18n
+    gettext=_gettext, ngettext=_ngettext, pgettext=_pgettext, npgettext=_npgettext, newstyle=True
+)
+
+
+@pass_context
+def _number_filter(context: Context, value: float, digits: int | None = None) -> str:
+    return format_number(value, context["locale"], digits)
+
+
+@pass_context
+def _percent_filter(context: Context, value: float) -> str:
+    return format_share(value, context["locale"])
+
+
+env.filters.update(
+    md=markdown, md_inline=markdown_inline, number=_number_filter, percent=_percent_filter
+)
+env.globals.update(LOCALES=LOCALES, LANGUAGE_NAMES=LANGUAGE_NAMES)
+env.globals.update(highlight_block=highlight_block, weights_chart_data=weights_chart)
+install_csrf_globals(env)  # csrf_token(), csrf_field()
+install_account_globals(env)  # current_user()
+templates = Jinja2Templates(env=env)
 
 
 def render(
     request: Request, name: str, *, locale: str, status_code: int = 200, **context: Any
 ) -> HTMLResponse:
-    def t(key: str, **values: object) -> str:
-        return translate(locale, key, **values)
-
+    """Render a page in `locale`: its catalog (cached per locale) goes into this render's
+    context, where the installed gettext callables and the number filters find it."""
     return templates.TemplateResponse(
-        request, name, {"locale": locale, "t": t, **context}, status_code=status_code
+        request,
+        name,
+        {"locale": locale, "translations": translations(locale), **context},
+        status_code=status_code,
     )

@@ -2,13 +2,13 @@
 
 import argparse
 import json
-import logging
 import subprocess
 import sys
 import threading
 from pathlib import Path
 
 from gradlab.config import LOCALES, get_settings
+from gradlab.logs import configure_logging
 
 WORKER_CHECK_S = 2.0
 
@@ -39,11 +39,14 @@ def _serve(args: argparse.Namespace) -> int:
     threading.Thread(target=supervise, daemon=True).start()
     print(
         f"gradlab: serving on http://{args.host}:{args.port} with {args.workers} local "
-        f"worker(s); database {settings.resolved_database_url}",
+        f"worker(s){' (web only: run `gradlab worker`s)' if not args.workers else ''}; "
+        f"database {_redacted(settings.resolved_database_url)}",
         flush=True,
     )
+    # json logs: uvicorn's own loggers go through the root handler (gradlab.logs) too
+    log_config = None if settings.log_format == "json" else uvicorn.config.LOGGING_CONFIG
     try:
-        uvicorn.run(app, host=args.host, port=args.port, log_level="info")
+        uvicorn.run(app, host=args.host, port=args.port, log_level="info", log_config=log_config)
     finally:
         stopping.set()
         for worker in workers:
@@ -54,6 +57,13 @@ def _serve(args: argparse.Namespace) -> int:
             except subprocess.TimeoutExpired:
                 worker.kill()
     return 0
+
+
+def _redacted(url: str) -> str:
+    """The database URL without its password, for logs."""
+    from sqlalchemy.engine import make_url
+
+    return make_url(url).render_as_string(hide_password=True)
 
 
 def _worker(_args: argparse.Namespace) -> int:
@@ -87,8 +97,11 @@ def _grade(args: argparse.Namespace) -> int:
     return 0 if result.status == "passed" else 1
 
 
-def _lessons_check(_args: argparse.Namespace) -> int:
+def _lessons_check(args: argparse.Namespace) -> int:
+    """Errors (exit 1) make the content unusable; warnings are gaps in translations."""
     from gradlab.content.loader import load_content
+    from gradlab.content.schema_files import stale_schema_files
+    from gradlab.content.translation import translation_warnings
     from gradlab.content.yamlfile import ContentError
 
     settings = get_settings()
@@ -96,10 +109,70 @@ def _lessons_check(_args: argparse.Namespace) -> int:
         content = load_content(settings.content_dir)
     except ContentError as exc:
         for problem in exc.problems:
-            print(problem, file=sys.stderr)
+            print(f"{problem.file}:{problem.line}: error: {problem.message}", file=sys.stderr)
+        print(f"{len(exc.problems)} error(s)", file=sys.stderr)
         return 1
-    print(f"{len(content.lessons)} lessons, {len(content.exercises)} exercises: ok")
+    stale = stale_schema_files(settings.content_dir)
+    for path in stale:
+        print(f"{path}:1: error: stale; run `gradlab lessons schema`", file=sys.stderr)
+    warnings = translation_warnings(content)
+    for problem in warnings:
+        print(f"{problem.file}:{problem.line}: warning: {problem.message}", file=sys.stderr)
+    print(
+        f"{len(content.lessons)} lessons, {len(content.exercises)} exercises: "
+        f"{len(stale)} error(s), {len(warnings)} warning(s)"
+    )
+    return 1 if stale or (args.strict and warnings) else 0
+
+
+def _lessons_status(_args: argparse.Namespace) -> int:
+    from gradlab.content.loader import load_content
+    from gradlab.content.translation import translation_status
+
+    content = load_content(get_settings().content_dir)
+    print(f"{'lesson':24} {'locale':6} {'translated':>10}  outdated / missing")
+    for status in translation_status(content):
+        outdated, missing = status.keys("outdated"), status.keys("missing")
+        print(
+            f"{status.lesson:24} {status.locale:6} {status.translated_share:>10.0%}  "
+            f"{', '.join(outdated) or '-'} / {', '.join(missing) or '-'}"
+        )
     return 0
+
+
+def _lessons_stamp(args: argparse.Namespace) -> int:
+    from gradlab.content.loader import load_content
+    from gradlab.content.stamp import StampError, stamp
+
+    content = load_content(get_settings().content_dir)
+    try:
+        stamped = stamp(content, lesson=args.lesson, locale=args.locale, keys=args.parts or None)
+    except StampError as exc:
+        print(f"gradlab lessons stamp: {exc}", file=sys.stderr)
+        return 2
+    print(f"stamped {len(stamped)} part(s): {', '.join(stamped) or '-'}")
+    return 0
+
+
+def _lessons_schema(args: argparse.Namespace) -> int:
+    from gradlab.content.schema_files import stale_schema_files, write_schema_files
+
+    content_dir = get_settings().content_dir
+    if args.check:
+        stale = stale_schema_files(content_dir)
+        for path in stale:
+            print(f"{path}: stale; run `gradlab lessons schema`", file=sys.stderr)
+        return 1 if stale else 0
+    for path in write_schema_files(content_dir):
+        print(f"wrote {path}")
+    return 0
+
+
+def _non_negative(value: str) -> int:
+    number = int(value)
+    if number < 0:
+        raise argparse.ArgumentTypeError("must be 0 or more")
+    return number
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -109,7 +182,12 @@ def build_parser() -> argparse.ArgumentParser:
     serve = commands.add_parser("serve", help="web app + local worker(s), SQLite by default")
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8000)
-    serve.add_argument("--workers", type=int, default=1, help="local worker processes")
+    serve.add_argument(
+        "--workers",
+        type=_non_negative,
+        default=1,
+        help="local worker processes; 0: web only, with `gradlab worker`s elsewhere",
+    )
     serve.set_defaults(run=_serve)
 
     worker = commands.add_parser("worker", help="a grading worker only (scale-out)")
@@ -123,13 +201,30 @@ def build_parser() -> argparse.ArgumentParser:
 
     lessons = commands.add_parser("lessons", help="content tools")
     lessons_commands = lessons.add_subparsers(dest="lessons_command", required=True)
-    check = lessons_commands.add_parser("check", help="validate all content (file:line errors)")
+    check = lessons_commands.add_parser(
+        "check", help="validate all content: file:line errors (exit 1) and translation warnings"
+    )
+    check.add_argument("--strict", action="store_true", help="warnings fail too")
     check.set_defaults(run=_lessons_check)
+    status = lessons_commands.add_parser("status", help="translation status per lesson x locale")
+    status.set_defaults(run=_lessons_status)
+    stamp = lessons_commands.add_parser(
+        "stamp", help="mark translated parts as made from the current English"
+    )
+    stamp.add_argument("lesson")
+    stamp.add_argument("locale", choices=[loc for loc in LOCALES if loc != "en"])
+    stamp.add_argument(
+        "parts", nargs="*", help="e.g. sections.core-trick (default: every unstamped part)"
+    )
+    stamp.set_defaults(run=_lessons_stamp)
+    schema = lessons_commands.add_parser("schema", help="write the JSON Schemas of the files")
+    schema.add_argument("--check", action="store_true", help="only check they are current")
+    schema.set_defaults(run=_lessons_schema)
     return parser
 
 
 def main(argv: list[str] | None = None) -> None:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    configure_logging(get_settings().log_format)
     args = build_parser().parse_args(argv)
     sys.exit(args.run(args))
 

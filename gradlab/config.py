@@ -26,11 +26,40 @@ class Settings(BaseSettings):
     )
     public_base_url: str = "http://127.0.0.1:8000"
     content_dir: Path = PROJECT_ROOT / "lessons"
+    content_reload_s: float = Field(
+        default=1.0, description="look for edited content at most this often; 0: never"
+    )
+
+    # accounts and abuse limits (app/accounts, app/security)
+    auth_token_days: float = Field(
+        default=30.0, gt=0, description="lifetime of a login: bearer token and session cookie"
+    )
+    login_rate_limit: int = Field(
+        default=10, ge=1, description="login and register attempts per window, per IP and per email"
+    )
+    submission_rate_limit: int = Field(
+        default=30, ge=1, description="submissions per window per owner (learner or account)"
+    )
+    rate_window_s: float = Field(default=60.0, gt=0, description="the rate limits' window")
 
     # queue
     lease_s: float = 30.0
     max_attempts: int = 3
     poll_interval_s: float = 0.2
+
+    # operations (gradlab/logs.py, gradlab/heartbeat.py, app/routes/ops.py)
+    log_format: Literal["text", "json"] = Field(
+        default="text", description="log lines: text (key=value fields) or one JSON object each"
+    )
+    heartbeat_s: float = Field(
+        default=5.0, gt=0, description="a worker writes its worker_heartbeat row this often"
+    )
+    heartbeat_retention_s: float = Field(
+        default=3600.0, gt=0, description="heartbeat rows not written for this long are deleted"
+    )
+    metrics_token: str | None = Field(
+        default=None, description="if set, GET /metrics needs `Authorization: Bearer <token>`"
+    )
 
     # worker and sandbox
     device: Literal["auto", "cpu", "cuda"] = "auto"

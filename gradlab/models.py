@@ -1,9 +1,15 @@
-"""Tables: a learner's or grader's submission, and the grading job that carries its lease."""
+"""Tables: a learner's or grader's submission, and the grading job that carries its lease;
+accounts, their login tokens, a learner's lesson progress and exercise drafts.
+
+Everything a learner makes is keyed by an *owner* string: `learner:<id>` (the anonymous signed
+cookie) or `user:<id>` (an account). Logging in re-owns the anonymous rows to the account.
+"""
 
 import time
 import uuid
 from enum import StrEnum
 
+from sqlalchemy import UniqueConstraint
 from sqlmodel import Field, SQLModel
 
 
@@ -37,6 +43,27 @@ class Submission(SubmissionBase, table=True):
     finished_at: float | None = None
 
 
+class WorkerHeartbeat(SQLModel, table=True):
+    """One row per worker process, rewritten every `heartbeat_s` (gradlab/heartbeat.py): who is
+    alive, on which host, what it did last, and its own latency histograms (JSON), which the web
+    process exposes on /metrics with a `worker` label."""
+
+    __tablename__ = "worker_heartbeat"
+
+    worker_id: str = Field(primary_key=True, max_length=200)
+    host: str = Field(max_length=200)
+    pid: int
+    slots: int
+    device: str = Field(max_length=16)
+    started_at: float
+    last_seen: float = Field(index=True)
+    stopped_at: float | None = None
+    last_job_id: int | None = None
+    last_submission_id: str | None = Field(default=None, max_length=32)
+    jobs_done: int = 0
+    stats_json: str | None = None
+
+
 class Job(SQLModel, table=True):
     id: int | None = Field(default=None, primary_key=True)
     submission_id: str = Field(foreign_key="submission.id", unique=True, max_length=32)
@@ -48,3 +75,53 @@ class Job(SQLModel, table=True):
     created_at: float = Field(default_factory=time.time)
     started_at: float | None = None
     finished_at: float | None = None
+
+
+class UserBase(SQLModel):
+    email: str = Field(unique=True, index=True, max_length=320)  # normalized: app/accounts
+
+
+class User(UserBase, table=True):
+    id: str = Field(default_factory=lambda: uuid.uuid4().hex, primary_key=True, max_length=32)
+    password_hash: str = Field(max_length=200)
+    created_at: float = Field(default_factory=time.time)
+
+
+class AuthToken(SQLModel, table=True):
+    """A login: the bearer token of an app, or the browser session cookie's token. Only the
+    SHA-256 of the token is stored; logging out deletes the row (revocation)."""
+
+    id: int | None = Field(default=None, primary_key=True)
+    token_hash: str = Field(unique=True, index=True, max_length=64)
+    user_id: str = Field(foreign_key="user.id", index=True, max_length=32)
+    created_at: float = Field(default_factory=time.time)
+    last_used_at: float = Field(default_factory=time.time)
+    expires_at: float
+
+
+class LessonProgress(SQLModel, table=True):
+    """What the server cannot derive from submissions: reading position, read, quick check.
+    Exercise states are derived from the submission table on read (see app/progress)."""
+
+    __table_args__ = (UniqueConstraint("owner", "lesson"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    owner: str = Field(index=True, max_length=200)
+    lesson: str = Field(max_length=100)
+    read: bool = False
+    quiz_passed: bool = False
+    last_section: str | None = Field(default=None, max_length=200)
+    section_at: float | None = None  # when last_section was reported
+    updated_at: float = Field(default_factory=time.time)
+
+
+class Draft(SQLModel, table=True):
+    """The editor's autosaved code of one exercise, per owner."""
+
+    __table_args__ = (UniqueConstraint("owner", "exercise"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    owner: str = Field(index=True, max_length=200)
+    exercise: str = Field(max_length=200)
+    code: str
+    updated_at: float = Field(default_factory=time.time)

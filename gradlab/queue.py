@@ -6,14 +6,19 @@ while grading, and writes the result only if it still holds the lease. A job who
 leased again once its lease expires; after `max_attempts` leases it goes `dead` with the reason.
 """
 
+import logging
 import time
 from dataclasses import dataclass
 
 from sqlalchemy import text
 from sqlmodel import Session
 
+from gradlab.logs import fields
 from gradlab.models import Job, Submission, SubmissionStatus
 from gradlab.results import GradeResult, ResultError
+
+log = logging.getLogger("gradlab.queue")
+MAX_REASON_CHARS = 300
 
 
 @dataclass(frozen=True)
@@ -32,8 +37,13 @@ def enqueue(*, session: Session, exercise: str, code: str, locale: str, owner: s
     submission = Submission(exercise=exercise, code=code, locale=locale, owner=owner)
     session.add(submission)
     session.flush()
-    session.add(Job(submission_id=submission.id))
+    job = Job(submission_id=submission.id)
+    session.add(job)
     session.commit()
+    log.info(
+        "submitted",
+        extra=fields(event="submit", submission_id=submission.id, job_id=job.id, exercise=exercise),
+    )
     session.refresh(submission)
     return submission
 
@@ -116,25 +126,82 @@ def finish(*, session: Session, job_id: int, worker_id: str, result: GradeResult
     return True
 
 
+def fail(*, session: Session, job_id: int, worker_id: str, error: str, max_attempts: int) -> bool:
+    """The worker could not grade (an exception on our side, not the learner's code): give the
+    job back for another attempt, or bury it with `error` as the reason once it has had
+    `max_attempts`. False if this worker no longer held the lease."""
+    now = time.time()
+    error = error[:MAX_REASON_CHARS]
+    held = "WHERE id = :id AND lease_owner = :worker AND status = 'leased'"
+    params = {"id": job_id, "worker": worker_id}
+    row = session.execute(text(f"SELECT submission_id, attempts FROM job {held}"), params).first()
+    if row is None:
+        session.rollback()
+        return False
+    dead = row.attempts >= max_attempts
+    reason = f"failed {row.attempts} times; last error: {error}" if dead else error
+    # literal statuses: on PostgreSQL the column is an enum type, which a CASE would not be
+    status = "'dead', finished_at = :now" if dead else "'queued'"
+    updated = session.execute(
+        text(
+            f"UPDATE job SET status = {status}, last_error = :error, lease_owner = NULL, "
+            f"lease_expires_at = NULL {held}"
+        ),
+        {**params, "error": reason, "now": now},
+    ).rowcount
+    if updated != 1:  # the lease expired and was taken between the two statements
+        session.rollback()
+        return False
+    if dead:
+        _store_dead(
+            session=session, job_id=job_id, submission_id=row.submission_id, reason=reason, now=now
+        )
+    else:
+        submission = session.get(Submission, row.submission_id)
+        assert submission is not None
+        submission.status = SubmissionStatus.queued
+        session.add(submission)
+    session.commit()
+    return True
+
+
 def _bury_exhausted(*, session: Session, now: float, max_attempts: int) -> None:
     """Jobs whose last allowed lease expired go `dead`, with an internal_error result."""
     rows = session.execute(
         text(
             "UPDATE job SET status = 'dead', finished_at = :now, last_error = :reason "
+            "  || CASE WHEN last_error IS NULL THEN '' ELSE '; last error: ' || last_error END "
             "WHERE status = 'leased' AND lease_expires_at < :now AND attempts >= :max "
-            "RETURNING submission_id"
+            "RETURNING id, submission_id, last_error"
         ),
         {"now": now, "max": max_attempts, "reason": f"worker lost the job {max_attempts} times"},
     ).all()
     for row in rows:
-        submission = session.get(Submission, row.submission_id)
-        assert submission is not None
-        error = ResultError(
-            kind="internal_error",
-            message="Grading failed on our side several times. Please submit again later.",
+        _store_dead(
+            session=session,
+            job_id=row.id,
+            submission_id=row.submission_id,
+            reason=row.last_error,
+            now=now,
         )
-        result = GradeResult.failure(error, locale=submission.locale)
-        _store_result(session=session, submission_id=row.submission_id, result=result, now=now)
+
+
+def _store_dead(
+    *, session: Session, job_id: int, submission_id: str, reason: str, now: float
+) -> None:
+    """The submission of a dead job gets an internal_error result that names the reason."""
+    submission = session.get(Submission, submission_id)
+    assert submission is not None
+    error = ResultError(
+        kind="internal_error",
+        message=f"Grading failed on our side ({reason}). Please submit again later.",
+    )
+    result = GradeResult.failure(error, locale=submission.locale)
+    _store_result(session=session, submission_id=submission_id, result=result, now=now)
+    log.warning(
+        "job dead",
+        extra=fields(event="dead", submission_id=submission_id, job_id=job_id, reason=reason),
+    )
 
 
 def _store_result(*, session: Session, submission_id: str, result: GradeResult, now: float) -> None:

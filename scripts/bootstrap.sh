@@ -22,6 +22,11 @@ command -v bwrap >/dev/null 2>&1 || packages+=(bubblewrap)
 ldconfig -p 2>/dev/null | grep -q "libseccomp.so.2 " || packages+=(libseccomp2)
 # the browser tests drive Debian's chromium through Playwright
 [ "$mode" = "--test" ] && ! command -v chromium >/dev/null 2>&1 && packages+=(chromium)
+# the queue/API/end-to-end tests also run on a throwaway PostgreSQL server (tests/pg.py)
+if [ "$mode" = "--test" ] && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 \
+    && ! command -v initdb >/dev/null 2>&1; then
+  packages+=(postgresql)
+fi
 
 if [ ${#packages[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
@@ -44,7 +49,7 @@ fi
 
 [ -x .venv/bin/python ] || "$python" -m venv .venv
 extras=""
-[ "$mode" = "--test" ] && extras="[test]"
+[ "$mode" = "--test" ] && extras="[test,postgres]"
 # Reinstall only when the dependency declarations changed since the last successful install.
 stamp=".venv/.gradlab-installed"
 want="$(cat pyproject.toml constraints.txt | sha256sum | cut -d' ' -f1)$extras"
@@ -53,3 +58,13 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   .venv/bin/python -m pip install -q -c constraints.txt -e ".$extras"
   echo "$want" > "$stamp"
 fi
+
+# UI string catalogs: compile each .po into its .mo (never committed, see docs/translating.md)
+# when the .mo is missing or older than the .po. A catalog with errors fails the install.
+for po in app/translations/*/LC_MESSAGES/messages.po; do
+  mo="${po%.po}.mo"
+  if [ ! -f "$mo" ] || [ "$po" -nt "$mo" ]; then
+    locale="$(basename "$(dirname "$(dirname "$po")")")"
+    .venv/bin/pybabel -q compile -d app/translations -D messages -l "$locale"
+  fi
+done

@@ -16,6 +16,7 @@ import sys, torch
 print(sys.version, "torch", torch.__version__, "cuda", torch.cuda.is_available())
 PY
 python3 -m pytest -m gpu -p no:cacheprovider -o addopts="" -ra \
-  tests/test_grader.py tests/test_gpu_watchdog.py 2>&1 | tee "$out/pytest-gpu.txt"
+  tests/test_grader*.py tests/test_gpu_watchdog.py 2>&1 | tee "$out/pytest-gpu.txt"
 python3 bench/grading.py --device cuda --slots 1 2 4 --jobs 30 2>&1 | tee "$out/bench-grading.txt"
 python3 bench/grader_margins.py --device cuda 2>&1 | tee "$out/bench-margins.txt"
+python3 bench/exercises.py --device cuda --rounds 10 2>&1 | tee "$out/bench-exercises.txt"

@@ -1,6 +1,7 @@
 """Shared fixtures: isolated settings (temp data dir), the real content, a web client."""
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -21,12 +22,26 @@ if TYPE_CHECKING:
     from fastapi.testclient import TestClient
 
 FIXTURES = Path(__file__).parent / "fixtures"
+pytest_plugins = ["tests.pg"]  # postgres_server, database_url, both_databases
+
+
+CSRF_META = re.compile(r'<meta name="csrf-token" content="([^"]+)">')
+
+
+def csrf_token(client: "TestClient | httpx.Client") -> str:
+    """The CSRF token of `client`'s learner cookie (from a page's meta tag), for form posts."""
+    response = client.get("/en/")
+    assert response.status_code == 200, response.text
+    found = CSRF_META.search(response.text)
+    assert found, "no <meta name=csrf-token> on the page"
+    return found.group(1)
 
 
 @pytest.fixture
-def settings(tmp_path: Path) -> Settings:
+def settings(tmp_path: Path, database_url: str | None) -> Settings:
     return Settings(
         data_dir=tmp_path / "data",
+        database_url=database_url,
         content_dir=PROJECT_ROOT / "lessons",
         secret_key="test-secret",
         poll_interval_s=0.05,
@@ -61,9 +76,13 @@ class Served:
 
 
 @pytest.fixture(scope="session")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    """A real `gradlab serve` (web + one local worker) on a free port, short leases."""
-    data_dir = tmp_path_factory.mktemp("serve-data")
+def served(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Served]:
+    """A real `gradlab serve` (web + one local worker) on a free port, short leases; on SQLite,
+    or on PostgreSQL when parametrized indirectly (`parametrize("served", BOTH_DATABASES)`)."""
+    backend = getattr(request, "param", "sqlite")
+    data_dir = tmp_path_factory.mktemp(f"serve-data-{backend}")
     port = _free_port()
     env = {
         **os.environ,
@@ -71,6 +90,8 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
         "GRADLAB_POLL_INTERVAL_S": "0.1",
         "GRADLAB_LEASE_S": "3",
     }
+    if backend == "postgresql":
+        env["GRADLAB_DATABASE_URL"] = request.getfixturevalue("postgres_server").create_database()
     log_path = data_dir / "serve.log"  # a file, not a pipe: nobody reads a pipe while tests run
     log_file = log_path.open("wb")
     process = subprocess.Popen(
@@ -100,7 +121,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
         pytest.fail("gradlab serve did not stop on SIGINT")
     finally:
         log_file.close()
-    assert (data_dir / "gradlab.db").exists()
+    assert (data_dir / "gradlab.db").exists() == (backend == "sqlite")
 
 
 @pytest.fixture

@@ -3,6 +3,10 @@
 from fastapi.testclient import TestClient
 
 from gradlab.config import Settings
+from tests.conftest import csrf_token
+from tests.pg import both_databases
+
+pytestmark = both_databases  # submissions are stored and read back on SQLite and PostgreSQL
 
 EXERCISE = "gradient-accumulation/accumulate"
 
@@ -65,7 +69,7 @@ def test_wait_returns_202_while_nobody_grades(client: TestClient) -> None:
 def test_form_submission_redirects_to_a_result_page_that_refreshes(client: TestClient) -> None:
     response = client.post(
         "/en/lessons/gradient-accumulation/exercises/accumulate",
-        data={"code": "pass"},
+        data={"code": "pass", "csrf_token": csrf_token(client)},
         follow_redirects=False,
     )
     assert response.status_code == 303
@@ -74,10 +78,13 @@ def test_form_submission_redirects_to_a_result_page_that_refreshes(client: TestC
     assert 'http-equiv="refresh"' in page.text
     as_json = client.post(
         "/de/lessons/gradient-accumulation/exercises/accumulate",
-        data={"code": "pass"},
+        data={"code": "pass", "csrf_token": csrf_token(client)},
         headers={"accept": "application/json"},
     )
     assert as_json.status_code == 202
     assert as_json.json()["fragment_url"].startswith("/de/submissions/")
-    unknown = client.post("/en/lessons/gradient-accumulation/exercises/nope", data={"code": "x"})
+    unknown = client.post(
+        "/en/lessons/gradient-accumulation/exercises/nope",
+        data={"code": "x", "csrf_token": csrf_token(client)},
+    )
     assert unknown.status_code == 404

@@ -69,4 +69,4 @@ def test_lessons_check_names_file_and_line(tmp_path: Path) -> None:
     en.write_text("\n".join(lines) + "\n")
     bad = _gradlab("lessons", "check", tmp_path=tmp_path, GRADLAB_CONTENT_DIR=str(broken))
     assert bad.returncode == 1
-    assert f"{en}:2: titel: Extra inputs are not permitted" in bad.stderr
+    assert f"{en}:2: error: titel: unknown key" in bad.stderr

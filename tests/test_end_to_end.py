@@ -9,15 +9,20 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.conftest import Served
+from tests.conftest import Served, csrf_token
+from tests.pg import BOTH_DATABASES
 
 CORPUS = Path(__file__).parent / "corpus" / "accumulate"
-pytestmark = pytest.mark.slow
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.parametrize("served", BOTH_DATABASES, indirect=True),  # SQLite and PostgreSQL
+]
 
 
 def _submit_and_wait(browser: httpx.Client, locale: str, code: str) -> httpx.Response:
     response = browser.post(
-        f"/{locale}/lessons/gradient-accumulation/exercises/accumulate", data={"code": code}
+        f"/{locale}/lessons/gradient-accumulation/exercises/accumulate",
+        data={"code": code, "csrf_token": csrf_token(browser)},
     )
     assert response.status_code == 200 and "/submissions/" in str(response.url)
     deadline = time.monotonic() + 90

@@ -12,39 +12,22 @@ from pathlib import Path
 
 import pytest
 
-from gradlab.config import LOCALES, Settings
-from gradlab.content.loader import Content
+from gradlab.config import LOCALES, PROJECT_ROOT, Settings
+from gradlab.content.loader import Content, load_content
 from gradlab.results import GradeResult
+from worker.graders import get_grader
 from worker.grading import Runner, grade
 from worker.pool import WarmPool
 from worker.sandbox import run_in_sandbox
 
 CORPUS = Path(__file__).parent / "corpus"
+# tests/corpus/<exercise id>/ holds the submissions for the exercise of that id.
 EXERCISES = {
-    "accumulate": "gradient-accumulation/accumulate",
-    "last-partial-cycle": "gradient-accumulation/last-partial-cycle",
-    "token-weighted-loss": "gradient-accumulation/token-weighted-loss",
+    starter.stem: f"{starter.parent.parent.name}/{starter.stem}"
+    for starter in (PROJECT_ROOT / "lessons").glob("*/exercises/*.py")
 }
 HEADER = re.compile(r"# expect: (passed|failed|error)(?: (\w+))?(?: line=(\d+))?")
 CORPUS_FILES = sorted(CORPUS.glob("*/*.py"))
-
-# Every code the accumulate grader can name, with the evidence it fills in.
-DIAGNOSIS_EVIDENCE = {
-    "loss_not_scaled": {"ratio": "4.0", "accum_steps": 4},
-    "wrong_loss_scale": {"ratio": "0.25", "accum_steps": 4},
-    "zeroed_every_microbatch": {"accum_steps": 4},
-    "stepped_every_microbatch": {"steps": 8, "expected_steps": 2},
-    "step_off_by_one": {"observed": "1, 4", "expected": 4},
-    "grads_never_cleared": {"step": 2},
-    "never_stepped": {"microbatches": 8},
-    "microbatches_not_used": {"batch_size": 16, "micro_batch_size": 4},
-    "wrong_step_count": {"steps": 3, "expected_steps": 2},
-    "gradients_mismatch": {"rel_error": "0.5"},
-    "parameters_mismatch": {"rel_error": "0.5"},
-    "partial_cycle_dropped": {"leftover": 2},
-    "partial_cycle_misscaled": {"leftover": 2, "accum_steps": 4},
-    "token_mean_of_means": {},
-}
 DESIGN_CODES = {
     "loss_not_scaled",
     "wrong_loss_scale",
@@ -138,17 +121,34 @@ def test_corpus_covers_the_required_verdicts() -> None:
     }
 
 
+def _grader_texts() -> list[tuple[str, str, frozenset[str]]]:
+    content = load_content(PROJECT_ROOT / "lessons")
+    return [
+        (ref, key, fields)
+        for ref, exercise in sorted(content.exercises.items())
+        for key, fields in sorted(get_grader(exercise.spec.grader).messages.items())
+    ]
+
+
 @pytest.mark.parametrize("locale", LOCALES)
-@pytest.mark.parametrize("code", sorted(DIAGNOSIS_EVIDENCE))
-def test_every_diagnosis_has_a_message_in_every_locale(
-    content: Content, code: str, locale: str
+@pytest.mark.parametrize(("exercise", "key", "fields"), _grader_texts(), ids=lambda v: str(v))
+def test_every_grader_text_exists_in_every_locale(
+    content: Content, exercise: str, key: str, fields: frozenset[str], locale: str
 ) -> None:
-    lesson = content.lessons["gradient-accumulation"]
-    template = lesson.texts[locale].diagnoses.get(code)
-    assert template, f"{locale}.yaml has no message for {code}"
-    fields = {name for _, name, _, _ in string.Formatter().parse(template) if name}
-    assert fields == set(DIAGNOSIS_EVIDENCE[code]), f"{locale}/{code}: placeholders {fields}"
-    template.format(**DIAGNOSIS_EVIDENCE[code])
+    """Each text a grader takes from the lesson files is there, in every locale, with exactly
+    the placeholders the grader fills in."""
+    group, name = key.split(".", 1)
+    lesson = content.lessons[content.exercises[exercise].lesson]
+    template = getattr(lesson.texts[locale], group).get(name)
+    assert template, f"{lesson.spec.id}/{locale}.yaml has no {key}"
+    found = {field for _, field, _, _ in string.Formatter().parse(template) if field}
+    assert found == fields, f"{locale}/{key}: placeholders {found}, expected {set(fields)}"
+    template.format(**dict.fromkeys(fields, 1))
+
+
+def test_every_design_code_has_a_grader_text() -> None:
+    texts = get_grader("gradient_accumulation.accumulate").messages
+    assert {f"diagnoses.{code}" for code in DESIGN_CODES} <= set(texts)
 
 
 def test_runtime_error_shows_only_the_learners_frames(

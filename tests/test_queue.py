@@ -1,9 +1,11 @@
-"""The job queue on a real SQLite file: atomic claims, leases, finishing once, dead jobs."""
+"""The job queue on a real SQLite file and on PostgreSQL: atomic claims, leases, finishing
+once, dead jobs; on PostgreSQL, claims skip rows another transaction holds (SKIP LOCKED)."""
 
 import threading
 import time
 
 import pytest
+from sqlalchemy import text
 from sqlmodel import Session
 
 from gradlab import queue
@@ -11,6 +13,7 @@ from gradlab.config import Settings
 from gradlab.db import init_db, make_engine
 from gradlab.models import Job, JobStatus, Submission
 from gradlab.results import Check, GradeResult
+from tests.pg import both_databases, postgresql_only
 
 
 @pytest.fixture
@@ -42,6 +45,7 @@ def _result() -> GradeResult:
     return GradeResult.from_checks([Check(id="x", passed=True, points=1, max_points=1, message="")])
 
 
+@both_databases
 def test_claim_returns_oldest_job_and_marks_submission_running(engine) -> None:  # type: ignore[no-untyped-def]
     first, second = _enqueue(engine, 2)
     job = _claim(engine, "w1")
@@ -54,6 +58,7 @@ def test_claim_returns_oldest_job_and_marks_submission_running(engine) -> None: 
     assert _claim(engine, "w3") is None
 
 
+@both_databases
 def test_concurrent_claims_never_share_a_job(engine) -> None:  # type: ignore[no-untyped-def]
     _enqueue(engine, 40)
     claimed: list[str] = []
@@ -72,6 +77,7 @@ def test_concurrent_claims_never_share_a_job(engine) -> None:  # type: ignore[no
     assert len(claimed) == 40 and len(set(claimed)) == 40
 
 
+@both_databases
 def test_finish_writes_result_once_and_only_for_the_lease_holder(engine) -> None:  # type: ignore[no-untyped-def]
     (submission_id,) = _enqueue(engine)
     job = _claim(engine, "w1")
@@ -90,11 +96,12 @@ def test_finish_writes_result_once_and_only_for_the_lease_holder(engine) -> None
         assert session.get(Job, job.job_id).status == JobStatus.done
 
 
+@both_databases
 def test_expired_lease_is_claimed_again_and_the_old_worker_cannot_finish(engine) -> None:  # type: ignore[no-untyped-def]
     _enqueue(engine)
-    first = _claim(engine, "dead-worker", lease_s=0.05)
+    first = _claim(engine, "dead-worker", lease_s=1.0)  # long enough for a loaded machine
     assert _claim(engine, "w2") is None  # still leased
-    time.sleep(0.1)
+    time.sleep(1.05)
     second = _claim(engine, "w2")
     assert second is not None and second.job_id == first.job_id and second.attempts == 2
     with Session(engine) as session:
@@ -104,6 +111,7 @@ def test_expired_lease_is_claimed_again_and_the_old_worker_cannot_finish(engine)
         assert queue.finish(session=session, job_id=second.job_id, worker_id="w2", result=_result())
 
 
+@both_databases
 def test_renew_keeps_the_lease(engine) -> None:  # type: ignore[no-untyped-def]
     _enqueue(engine)
     job = _claim(engine, "w1", lease_s=0.2)
@@ -116,6 +124,7 @@ def test_renew_keeps_the_lease(engine) -> None:  # type: ignore[no-untyped-def]
         assert not queue.renew(session=session, job_id=job.job_id, worker_id="w2", lease_s=1)
 
 
+@both_databases
 def test_job_goes_dead_after_max_attempts_with_an_internal_error(engine) -> None:  # type: ignore[no-untyped-def]
     (submission_id,) = _enqueue(engine)
     for attempt in range(2):
@@ -129,3 +138,87 @@ def test_job_goes_dead_after_max_attempts_with_an_internal_error(engine) -> None
         submission = session.get(Submission, submission_id)
         result = GradeResult.model_validate_json(submission.result_json)
         assert submission.status == "error" and result.error.kind == "internal_error"
+
+
+@postgresql_only
+def test_concurrent_claims_skip_a_row_locked_by_another_transaction(engine) -> None:  # type: ignore[no-untyped-def]
+    """A claim never waits for a row another worker's transaction holds: it takes the next one
+    (FOR UPDATE SKIP LOCKED). SQLite has no row locks (one writer at a time), hence PG only."""
+    first, second = _enqueue(engine, 2)
+    assert engine.dialect.name == "postgresql"
+    holder = Session(engine)
+    try:
+        locked = holder.execute(
+            text("SELECT id FROM job WHERE submission_id = :s FOR UPDATE"), {"s": first}
+        ).scalar_one()
+        started = time.monotonic()
+        job = _claim(engine, "w2")
+        waited = time.monotonic() - started
+        assert job is not None and job.submission_id == second and job.job_id != locked
+        assert waited < 1.0, f"the claim waited {waited:.2f} s for a locked row"
+    finally:
+        holder.rollback()
+        holder.close()
+    assert _claim(engine, "w3").submission_id == first
+
+
+@both_databases
+def test_many_threads_many_engines_claim_each_job_once(engine, settings: Settings) -> None:  # type: ignore[no-untyped-def]
+    """8 claimers, each with its own engine (connection pool) like separate worker processes,
+    drain 200 jobs: each claimed exactly once."""
+    _enqueue(engine, 200)
+    claimed: list[int] = []
+    lock = threading.Lock()
+    engines = [make_engine(settings) for _ in range(8)]
+
+    def claimer(index: int) -> None:
+        while (job := _claim(engines[index], f"w{index}")) is not None:
+            with Session(engines[index]) as session:
+                assert queue.finish(
+                    session=session, job_id=job.job_id, worker_id=f"w{index}", result=_result()
+                )
+            with lock:
+                claimed.append(job.job_id)
+
+    threads = [threading.Thread(target=claimer, args=(i,)) for i in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for other in engines:
+        other.dispose()
+    assert len(claimed) == 200 and len(set(claimed)) == 200
+    with Session(engine) as session:
+        statuses = session.execute(text("SELECT status, count(*) FROM job GROUP BY status")).all()
+    assert dict(statuses) == {"done": 200}
+
+
+@both_databases
+def test_fail_gives_the_job_back_then_buries_it_with_the_reason(engine) -> None:  # type: ignore[no-untyped-def]
+    (submission_id,) = _enqueue(engine)
+    first = _claim(engine, "w1", max_attempts=2)
+    with Session(engine) as session:
+        assert not queue.fail(
+            session=session, job_id=first.job_id, worker_id="w9", error="x", max_attempts=2
+        )
+        assert queue.fail(
+            session=session, job_id=first.job_id, worker_id="w1", error="E: one", max_attempts=2
+        )
+    with Session(engine) as session:
+        job = session.get(Job, first.job_id)
+        assert job.status == JobStatus.queued and job.last_error == "E: one"
+        assert session.get(Submission, submission_id).status == "queued"
+    second = _claim(engine, "w2", max_attempts=2)
+    assert second.attempts == 2
+    with Session(engine) as session:
+        assert queue.fail(
+            session=session, job_id=second.job_id, worker_id="w2", error="E: two", max_attempts=2
+        )
+    with Session(engine) as session:
+        job = session.get(Job, first.job_id)
+        assert job.status == JobStatus.dead
+        assert job.last_error == "failed 2 times; last error: E: two"
+        submission = session.get(Submission, submission_id)
+        result = GradeResult.model_validate_json(submission.result_json)
+        assert submission.status == "error" and result.error.kind == "internal_error"
+        assert "E: two" in result.error.message

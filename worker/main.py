@@ -12,8 +12,10 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from gradlab import queue
 from gradlab.config import Settings
-from gradlab.content.loader import load_content
+from gradlab.content.store import ContentStore
 from gradlab.db import init_db, make_engine, session_scope
+from gradlab.heartbeat import Heartbeat, WorkerStats
+from gradlab.logs import fields
 from gradlab.results import Timings
 from worker.graders import warm_up
 from worker.grading import Runner, grade, has_gpu
@@ -51,7 +53,7 @@ def run_worker(
     worker_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
     engine = make_engine(settings)
     init_db(engine)
-    content = load_content(settings.content_dir)
+    contents = ContentStore(settings.content_dir, check_interval_s=settings.content_reload_s)
     warm_up()
     pool = None
     runner: Runner = run_in_sandbox
@@ -59,7 +61,23 @@ def run_worker(
         use_gpu = settings.device != "cpu" and has_gpu()
         pool = WarmPool(settings, slots=settings.pool_slots, use_gpu=use_gpu)
         runner = pool.run
-    log.info("worker %s ready (%s sandbox)", worker_id, settings.sandbox)
+    stats = WorkerStats()
+    heartbeat = Heartbeat(
+        engine,
+        worker_id=worker_id,
+        slots=settings.pool_slots if pool is not None else 1,
+        device="cuda" if settings.device != "cpu" and has_gpu() else "cpu",
+        stats=stats,
+        interval_s=settings.heartbeat_s,
+        retention_s=settings.heartbeat_retention_s,
+    )
+    heartbeat.start()
+    log.info(
+        "worker %s ready (%s sandbox)",
+        worker_id,
+        settings.sandbox,
+        extra=fields(event="worker_ready", worker_id=worker_id),
+    )
     graded = 0
     while not stop.is_set() and (max_jobs is None or graded < max_jobs):
         try:
@@ -79,7 +97,17 @@ def run_worker(
             stop.wait(settings.poll_interval_s)
             continue
         claimed_at = time.time()
-        log.info("job %s (submission %s, %s): start", job.job_id, job.submission_id, job.exercise)
+        stats.claimed(job.job_id, job.submission_id)
+        job_fields = fields(submission_id=job.submission_id, job_id=job.job_id, worker_id=worker_id)
+        log.info(
+            "claimed",
+            extra={
+                **job_fields,
+                "event": "claim",
+                "exercise": job.exercise,
+                "attempt": job.attempts,
+            },
+        )
         done = threading.Event()
         keeper = threading.Thread(
             target=_keep_lease, args=(engine, job.job_id, worker_id, settings, done), daemon=True
@@ -88,12 +116,28 @@ def run_worker(
         try:
             result = grade(
                 runner=runner,
-                content=content,
+                content=contents.get(),
                 settings=settings,
                 exercise=job.exercise,
                 code=job.code,
                 locale=job.locale,
             )
+        except Exception as exc:
+            # A fault on our side (the learner's code cannot raise here): the job goes back
+            # to the queue, or dead with this reason after max_attempts. The worker lives on.
+            log.exception("grading failed", extra={**job_fields, "event": "grade_error"})
+            try:
+                with session_scope(engine) as session:
+                    queue.fail(
+                        session=session,
+                        job_id=job.job_id,
+                        worker_id=worker_id,
+                        error=f"{type(exc).__name__}: {exc}",
+                        max_attempts=settings.max_attempts,
+                    )
+            except SQLAlchemyError:  # the lease will expire and the job be leased again
+                log.exception("giving the job back failed", extra=job_fields)
+            continue
         finally:
             done.set()
             keeper.join()
@@ -107,8 +151,20 @@ def run_worker(
             stored = queue.finish(
                 session=session, job_id=job.job_id, worker_id=worker_id, result=result
             )
-        log.info("job %s: %s%s", job.job_id, result.status, "" if stored else " (lease lost)")
+        if stored:
+            stats.finished(result.status, result.timings.total_s, result.timings.run_s)
+        log.info(
+            "finished",
+            extra={
+                **job_fields,
+                "event": "finish",
+                "status": result.status,
+                "accepted": stored,  # False: the lease was lost, another worker grades it
+                "total_s": result.timings.total_s,
+            },
+        )
         graded += 1
+    heartbeat.stop()
     if pool is not None:
         pool.close()
     engine.dispose()

@@ -4,13 +4,15 @@ import asyncio
 import time
 from typing import Annotated, Any
 
-from fastapi import APIRouter, HTTPException, Query, Response
+from fastapi import APIRouter, Depends, HTTPException, Query, Response
 from fastapi.concurrency import run_in_threadpool
 from pydantic import BaseModel
 from sqlmodel import Session
 
 from app import submissions
-from app.deps import ContentDep, OwnerDep, SessionDep, SettingsDep
+from app.deps import ContentDep, OwnerDep, SessionDep, SettingsDep, limit_submissions
+from app.progress import service as progress
+from app.rendering import reading_minutes
 from app.submissions import SubmissionCreate, SubmissionPublic
 from gradlab.config import DEFAULT_LOCALE, LOCALES
 from gradlab.content.loader import lesson_view
@@ -21,7 +23,12 @@ MAX_WAIT_S = 60
 DONE = {SubmissionStatus.passed, SubmissionStatus.failed, SubmissionStatus.error}
 
 
-@router.post("/submissions", status_code=202, response_model=SubmissionPublic)
+@router.post(
+    "/submissions",
+    status_code=202,
+    response_model=SubmissionPublic,
+    dependencies=[Depends(limit_submissions)],
+)
 async def create_submission(
     data: SubmissionCreate,
     session: SessionDep,
@@ -86,10 +93,18 @@ def list_lessons(
 ) -> dict[str, Any]:
     if locale not in LOCALES:
         raise HTTPException(status_code=422, detail=f"locale must be one of {list(LOCALES)}")
-    items = [
-        {**entry.__dict__, "url": f"/{locale}/lessons/{entry.id}" if entry.available else None}
-        for entry in content.lesson_list(locale)
-    ]
+    items = []
+    for entry in content.lesson_list(locale):
+        item: dict[str, Any] = {**entry.__dict__, "url": None}
+        if entry.available:
+            view = lesson_view(content, entry.id, locale)
+            item.update(
+                url=f"/{locale}/lessons/{entry.id}",
+                subtitle=view.subtitle,
+                reading_minutes=reading_minutes(view),
+                fully_translated=not view.untranslated,
+            )
+        items.append(item)
     return {"course": content.course.id, "locale": locale, "items": items}
 
 
@@ -119,4 +134,12 @@ def check_quiz(content: ContentDep, lesson: str, answer: QuizAnswer) -> QuizResu
     )
 
 
-router.post("/lessons/{lesson}/quiz", response_model=QuizResult)(check_quiz)
+@router.post("/lessons/{lesson}/quiz", response_model=QuizResult)
+def answer_quiz(
+    lesson: str, answer: QuizAnswer, content: ContentDep, session: SessionDep, owner: OwnerDep
+) -> QuizResult:
+    """Check the answer; a correct one is recorded in the learner's progress (quiz_passed)."""
+    result = check_quiz(content, lesson, answer)
+    if result.correct:
+        progress.record_quiz_passed(session=session, owner=owner, lesson=lesson)
+    return result

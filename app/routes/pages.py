@@ -2,19 +2,23 @@
 
 from typing import Annotated
 
-from fastapi import APIRouter, Form, HTTPException, Request
+from fastapi import APIRouter, Depends, Form, HTTPException, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
 from app import submissions
-from app.deps import ContentDep, LocaleDep, OwnerDep, SessionDep, SettingsDep
+from app.deps import ContentDep, LocaleDep, OwnerDep, SessionDep, SettingsDep, limit_submissions
+from app.discovery import course_links, lesson_links
 from app.i18n import negotiate
+from app.progress import service as progress
 from app.rendering import reading_minutes
 from app.routes.api import QuizAnswer, check_quiz
+from app.security.csrf import require_form_token
 from app.submissions import SubmissionCreate
 from app.templating import render
 from gradlab.content.loader import lesson_view
 
-router = APIRouter(include_in_schema=False)
+# Every unsafe request (each form post) must carry the CSRF token: app/security/csrf.py.
+router = APIRouter(include_in_schema=False, dependencies=[Depends(require_form_token)])
 LOCALE_COOKIE = "gradlab_locale"
 
 
@@ -32,20 +36,36 @@ def _remember(response: Response, locale: str) -> Response:
 
 
 @router.get("/{locale}/", response_class=HTMLResponse)
-def course_page(request: Request, locale: LocaleDep, content: ContentDep) -> Response:
+def course_page(
+    request: Request,
+    locale: LocaleDep,
+    content: ContentDep,
+    settings: SettingsDep,
+    session: SessionDep,
+    owner: OwnerDep,
+) -> Response:
+    state = progress.get(session=session, content=content, owner=owner)
     page = render(
         request,
         "course.html",
         locale=locale,
         lessons=content.lesson_list(locale),
+        progress=state,
+        continue_url=progress.continue_url(state, content=content, locale=locale),
         path=lambda loc: f"/{loc}/",
+        links=course_links(content, locale=locale, base_url=settings.public_base_url),
     )
     return _remember(page, locale)
 
 
 @router.get("/{locale}/lessons/{lesson}", response_class=HTMLResponse)
 def lesson_page(
-    request: Request, locale: LocaleDep, lesson: str, content: ContentDep, quiz: str | None = None
+    request: Request,
+    locale: LocaleDep,
+    lesson: str,
+    content: ContentDep,
+    settings: SettingsDep,
+    quiz: str | None = None,
 ) -> Response:
     if lesson not in content.lessons:
         raise HTTPException(status_code=404, detail=f"unknown lesson {lesson!r}")
@@ -59,20 +79,32 @@ def lesson_page(
         course_lessons=content.lesson_list(locale),
         quiz_outcome=quiz if quiz in ("correct", "wrong") else None,
         path=lambda loc: f"/{loc}/lessons/{lesson}",
+        links=lesson_links(
+            content, lesson=lesson, locale=locale, base_url=settings.public_base_url
+        ),
     )
     return _remember(page, locale)
 
 
 @router.post("/{locale}/lessons/{lesson}/quiz")
 def quiz_form(
-    locale: LocaleDep, lesson: str, content: ContentDep, answer: Annotated[int, Form()]
+    locale: LocaleDep,
+    lesson: str,
+    content: ContentDep,
+    answer: Annotated[int, Form()],
+    session: SessionDep,
+    owner: OwnerDep,
 ) -> RedirectResponse:
     result = check_quiz(content, lesson, QuizAnswer(answer=answer, locale=locale))
+    if result.correct:
+        progress.record_quiz_passed(session=session, owner=owner, lesson=lesson)
     outcome = "correct" if result.correct else "wrong"
     return RedirectResponse(f"/{locale}/lessons/{lesson}?quiz={outcome}#quick-check", 303)
 
 
-@router.post("/{locale}/lessons/{lesson}/exercises/{exercise}")
+@router.post(
+    "/{locale}/lessons/{lesson}/exercises/{exercise}", dependencies=[Depends(limit_submissions)]
+)
 def submit_form(
     request: Request,
     locale: LocaleDep,

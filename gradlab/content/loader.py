@@ -1,9 +1,12 @@
 """Load the course from `lessons/` and build per-locale views with English fallback."""
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 from gradlab.config import DEFAULT_LOCALE, LOCALES
+from gradlab.content.consistency import check_locale
 from gradlab.content.schema import (
     Course,
     ExerciseSpec,
@@ -14,7 +17,7 @@ from gradlab.content.schema import (
     SectionSpec,
     SectionText,
 )
-from gradlab.content.yamlfile import ContentError, Problem, line_of, load_yaml
+from gradlab.content.yamlfile import ContentError, Path_, Problem, line_of, load_yaml
 
 
 @dataclass(frozen=True)
@@ -35,6 +38,8 @@ class Lesson:
     spec: LessonSpec
     texts: dict[str, LessonText]  # per locale; "en" always present
     starter_code: dict[str, str]  # per exercise id
+    files: dict[str, Path] = field(default_factory=dict)  # per locale present
+    lines: dict[str, dict[Path_, int]] = field(default_factory=dict)  # per locale: key -> line
 
 
 @dataclass(frozen=True)
@@ -50,6 +55,7 @@ class Content:
     course: Course
     lessons: dict[str, Lesson]  # only lessons that have a folder
     exercises: dict[str, Exercise] = field(default_factory=dict)
+    content_dir: Path | None = None
 
     def lesson_list(self, locale: str) -> list["LessonEntry"]:
         """The course's lessons in order, titled in `locale` (English where missing)."""
@@ -66,14 +72,29 @@ class Content:
     def lesson_number(self, lesson_id: str) -> int:
         return [entry.id for entry in self.course.lessons].index(lesson_id) + 1
 
-    def diagnosis_message(self, *, exercise: str, locale: str, code: str) -> str | None:
-        """The author's message for a diagnosis code, in `locale` or else in English."""
+    def exercise_message(
+        self,
+        *,
+        exercise: str,
+        locale: str,
+        group: Literal["diagnoses", "checks"],
+        key: str,
+        values: Mapping[str, object] | None = None,
+    ) -> str:
+        """An exercise's message (a diagnosis or a check) written by the lesson's authors, in
+        `locale` or else in English, with `values` filled in. A translator's placeholder typo
+        shows the template rather than breaking grading."""
         lesson = self.lessons[self.exercises[exercise].lesson]
+        template = key
         for candidate in (locale, DEFAULT_LOCALE):
             text = lesson.texts.get(candidate)
-            if text is not None and text.diagnoses.get(code):
-                return text.diagnoses[code]
-        return None
+            if text is not None and getattr(text, group).get(key):
+                template = getattr(text, group)[key]
+                break
+        try:
+            return template.format(**(values or {}))
+        except (KeyError, IndexError, ValueError):
+            return template
 
 
 def load_content(content_dir: Path) -> Content:
@@ -97,7 +118,7 @@ def load_content(content_dir: Path) -> Content:
             exercises[exercise.ref] = exercise
     if problems:
         raise ContentError(problems)
-    return Content(course=course, lessons=lessons, exercises=exercises)
+    return Content(course=course, lessons=lessons, exercises=exercises, content_dir=content_dir)
 
 
 def _load_lesson(folder: Path, lesson_id: str, course: Course) -> Lesson:
@@ -121,7 +142,9 @@ def _load_lesson(folder: Path, lesson_id: str, course: Course) -> Lesson:
                 )
             )
     texts: dict[str, LessonText] = {}
-    for locale in LOCALES:
+    files: dict[str, Path] = {}
+    line_maps: dict[str, dict[Path_, int]] = {}
+    for locale in LOCALES:  # English first: the others are checked against it
         file = folder / f"{locale}.yaml"
         if not file.exists():
             if locale == DEFAULT_LOCALE:
@@ -135,10 +158,17 @@ def _load_lesson(folder: Path, lesson_id: str, course: Course) -> Lesson:
         problems.extend(_check_keys(file, lines, spec, text, course))
         if locale == DEFAULT_LOCALE:
             problems.extend(_check_english_complete(file, lines, spec, text, course))
-        texts[locale] = text
+        english = texts.get(DEFAULT_LOCALE)
+        if english is not None or locale == DEFAULT_LOCALE:
+            problems.extend(
+                check_locale(
+                    file=file, lines=lines, text=text, locale=locale, english=english or text
+                )
+            )
+        texts[locale], files[locale], line_maps[locale] = text, file, lines
     if problems:
         raise ContentError(problems)
-    return Lesson(spec=spec, texts=texts, starter_code=starter_code)
+    return Lesson(spec=spec, texts=texts, starter_code=starter_code, files=files, lines=line_maps)
 
 
 def _check_keys(
@@ -184,6 +214,7 @@ def _check_english_complete(
         given = text.sections.get(section.id)
         if not _section_complete(section, given):
             what = "missing" if given is None else f"incomplete for kind {section.kind}"
+            what += " in English (the text every other locale falls back to)"
             line = line_of(lines, ("sections", section.id))
             problems.append(Problem(file, line, f"sections.{section.id}: {what}"))
     for exercise in spec.exercises:

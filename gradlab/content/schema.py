@@ -83,6 +83,12 @@ class LessonSpec(Strict):
 
 
 class SectionText(Strict):
+    source: str | None = Field(
+        default=None,
+        pattern=r"^[0-9a-f]{12}$",
+        description="hash of the English text this translation was made from "
+        "(written by `gradlab lessons stamp`)",
+    )
     title: Text | None = None
     body: Text | None = None
     question: Text | None = None
@@ -92,20 +98,43 @@ class SectionText(Strict):
 
 
 class FaqText(Strict):
+    source: str | None = Field(
+        default=None,
+        pattern=r"^[0-9a-f]{12}$",
+        description="hash of the English text this translation was made from "
+        "(written by `gradlab lessons stamp`)",
+    )
     question: Text
     answer: Text
 
 
 class ExerciseText(Strict):
+    source: str | None = Field(
+        default=None,
+        pattern=r"^[0-9a-f]{12}$",
+        description="hash of the English text this translation was made from "
+        "(written by `gradlab lessons stamp`)",
+    )
     title: Text
     instructions: Text
     hints: list[Text] = Field(default_factory=list)
 
 
 class LessonText(Strict):
+    source: str | None = Field(
+        default=None,
+        pattern=r"^[0-9a-f]{12}$",
+        description="hash of the English title and subtitle this translation was made from "
+        "(written by `gradlab lessons stamp`)",
+    )
     title: Text | None = None
     subtitle: Text | None = None
     sections: dict[str, SectionText] = Field(default_factory=dict)
     faq: dict[str, FaqText] = Field(default_factory=dict)
     exercises: dict[str, ExerciseText] = Field(default_factory=dict)
-    diagnoses: dict[str, Text] = Field(default_factory=dict)
+    diagnoses: dict[str, Text] = Field(
+        default_factory=dict, description="diagnosis code -> message, with {placeholders}"
+    )
+    checks: dict[str, Text] = Field(
+        default_factory=dict, description="check message key -> message, with {placeholders}"
+    )

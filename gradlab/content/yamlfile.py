@@ -8,6 +8,11 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 Model = TypeVar("Model", bound=BaseModel)
+# Pydantic's wording, said the way an author editing YAML thinks of it.
+FRIENDLY_ERRORS = {
+    "extra_forbidden": "unknown key (a typo? see the schema in lessons/schema/)",
+    "missing": "required key is missing",
+}
 Path_ = tuple[str | int, ...]
 
 
@@ -73,5 +78,6 @@ def load_yaml(file: Path, model: type[Model]) -> tuple[Model, dict[Path_, int]]:
         for error in exc.errors():
             loc = tuple(part for part in error["loc"] if not str(part).startswith("function-"))
             field = ".".join(str(part) for part in loc) or "(top level)"
-            problems.append(Problem(file, line_of(lines, loc), f"{field}: {error['msg']}"))
+            reason = FRIENDLY_ERRORS.get(error["type"], error["msg"])
+            problems.append(Problem(file, line_of(lines, loc), f"{field}: {reason}"))
         raise ContentError(problems) from exc

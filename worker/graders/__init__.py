@@ -5,6 +5,7 @@ micro-batches, seeds, and optimizers (Adam hides a missing `/ accum_steps` in th
 gradients are compared too).
 """
 
+from worker.graders import gpu_memory, mixed_precision, profiling
 from worker.graders.base import Grader
 from worker.graders.gradient_accumulation import AccumulationGrader
 
@@ -44,6 +45,9 @@ GRADERS: dict[str, Grader] = {
     "gradient_accumulation.accumulate": AccumulationGrader(ACCUMULATE),
     "gradient_accumulation.last_partial_cycle": AccumulationGrader(LAST_PARTIAL_CYCLE),
     "gradient_accumulation.token_weighted_loss": AccumulationGrader(TOKEN_WEIGHTED_LOSS),
+    **mixed_precision.GRADERS,
+    **profiling.GRADERS,
+    **gpu_memory.GRADERS,
 }
 
 

@@ -17,6 +17,9 @@ class Judgement:
 
 class Grader(Protocol):
     harness: str  # module in worker.harness that sets up the learner's names
+    # The texts it takes from the lesson files ("diagnoses.<code>", "checks.<key>") and the
+    # placeholders each must use; every locale is checked against this by the tests.
+    messages: dict[str, frozenset[str]]
 
     def scenarios(self) -> list[dict[str, Any]]: ...
 

@@ -39,6 +39,9 @@ TOLERANCE = {"cpu": 1e-6, "cuda": 1e-3}  # relative, on gradients and on paramet
 SPREAD = 0.02  # weights within 2% of a pattern count as following it
 LEAK = 1e-3  # a weight above 0.1% of the window's largest is not noise (solves are exact)
 RESIDUAL = 1e-3  # least squares explains the update (else: the update is not a mix of gradients)
+CHART_STEPS = 8  # diagnosis.evidence["weights"]: at most this many optimizer steps...
+CHART_MICROBATCHES = 32  # ...and micro-batches, rounded to CHART_DIGITS decimals
+CHART_DIGITS = 4
 
 
 def _rel(a: torch.Tensor, b: torch.Tensor, scale: torch.Tensor | None = None) -> float:
@@ -59,6 +62,7 @@ class ScenarioReport:
     param_error: float
     max_forward: int
     diagnosis: tuple[str, dict[str, Any]] | None = None
+    weights: dict[str, list[list[float]]] | None = None  # weight_chart(), for a diagnosis
 
 
 @dataclass
@@ -128,7 +132,54 @@ def analyse(
         max(rec.forwards, default=0),
     )
     report.diagnosis = diagnose(problem, report, rec, tol)
+    if report.diagnosis is not None:
+        report.weights = weight_chart(problem, rec)
     return report
+
+
+def weight_chart(
+    problem: AccumulationProblem, rec: Recording
+) -> dict[str, list[list[float]]] | None:
+    """The weight each micro-batch's loss got in each optimizer step (least squares, as in the
+    diagnosis) next to the weights of a correct loop, for the feedback chart:
+    `{"steps": [[w_step1_mb1, ...], ...], "expected": [[...], ...]}`, one row per step and one
+    column per micro-batch consumed (0 where a step did not use a micro-batch), bounded to
+    CHART_STEPS x CHART_MICROBATCHES and rounded. None when the steps do not line up with the
+    correct loop's or an update is not a mix of micro-batch gradients (nothing to draw)."""
+    windows = problem.windows
+    if rec.steps != len(windows) or not rec.yielded or rec.yielded[0] < 1:
+        return None
+    shown = min(len(windows), CHART_STEPS)
+    consumed = rec.yielded[shown - 1]
+    if consumed < 1:
+        return None
+    width = min(max(consumed, windows[shown - 1][-1] + 1), CHART_MICROBATCHES)
+    columns = torch.stack(
+        [problem.microbatch_gradient(rec.theta_of(j), j) for j in range(consumed)], 1
+    )
+    steps, expected = [], []
+    for k in range(shown):
+        count = rec.yielded[k]
+        target = rec.grads[k]
+        solved = torch.linalg.lstsq(columns[:, :count], target.unsqueeze(1)).solution.squeeze(1)
+        if _rel(columns[:, :count] @ solved, target) > RESIDUAL:
+            return None
+        row = [0.0] * width
+        for j, value in enumerate(solved.tolist()[:width]):
+            row[j] = value
+        correct = [0.0] * width
+        for j, value in zip(windows[k], problem.expected_weights(windows[k]).tolist(), strict=True):
+            if j < width:
+                correct[j] = value
+        steps.append([_round(v) for v in row])
+        expected.append([_round(v) for v in correct])
+    return {"steps": steps, "expected": expected}
+
+
+def _round(value: float) -> float:
+    if not math.isfinite(value):
+        return 0.0
+    return round(value, CHART_DIGITS) + 0.0  # + 0.0: no -0.0 in the JSON
 
 
 def diagnose(
@@ -237,44 +288,48 @@ _CHECK_RULES: list[
     (
         "step_count",
         1.0,
-        "check.steps",
+        "steps",
         lambda r, _tol: r.steps == r.expected_steps,
         lambda r: {"scenario": r.number, "steps": r.steps, "expected": r.expected_steps},
     ),
     (
         "microbatches",
         1.0,
-        "check.microbatches",
+        "microbatches",
         lambda r, _tol: r.max_forward <= _micro_batch_size(r),
         lambda r: {"batch_size": r.max_forward, "micro_batch_size": _micro_batch_size(r)},
     ),
     (
         "gradients",
         2.0,
-        "check.gradients",
+        "gradients",
         lambda r, tol: r.grad_error <= tol,
         lambda r: {"scenario": r.number, "error": _fmt(r.grad_error)},
     ),
     (
         "parameters",
         1.0,
-        "check.parameters",
+        "parameters",
         lambda r, tol: r.param_error <= tol,
         lambda r: {"scenario": r.number, "error": _fmt(r.param_error)},
     ),
 ]
 
 
-def _checks(reports: list[ScenarioReport], locale: str, tol: float) -> list[Check]:
+def _checks(
+    reports: list[ScenarioReport], *, exercise: str, locale: str, content: Content, tol: float
+) -> list[Check]:
     """Named checks with partial credit; a failing check speaks of its first failing scenario."""
     ok = message(locale, "check.runs.ok")
     checks = [Check(id="runs", passed=True, points=1.0, max_points=1.0, message=ok)]
     for check_id, points, key, passes, values in _CHECK_RULES:
         bad = next((r for r in reports if not passes(r, tol)), None)
-        text = (
-            message(locale, f"{key}.ok")
-            if bad is None
-            else message(locale, f"{key}.bad", **values(bad))
+        text = content.exercise_message(
+            exercise=exercise,
+            locale=locale,
+            group="checks",
+            key=f"{key}.ok" if bad is None else f"{key}.bad",
+            values=None if bad is None else values(bad),
         )
         checks.append(
             Check(
@@ -292,10 +347,43 @@ def _fmt(error: float) -> str:
     return "∞" if not math.isfinite(error) else f"{error:.2g}"
 
 
+MESSAGES = {
+    **{
+        f"diagnoses.{code}": frozenset(fields)
+        for code, fields in {
+            "loss_not_scaled": {"ratio", "accum_steps"},
+            "wrong_loss_scale": {"ratio", "accum_steps"},
+            "zeroed_every_microbatch": {"accum_steps"},
+            "stepped_every_microbatch": {"steps", "expected_steps"},
+            "step_off_by_one": {"observed", "expected"},
+            "grads_never_cleared": {"step"},
+            "never_stepped": {"microbatches"},
+            "microbatches_not_used": {"batch_size", "micro_batch_size"},
+            "wrong_step_count": {"steps", "expected_steps"},
+            "gradients_mismatch": {"rel_error"},
+            "parameters_mismatch": {"rel_error"},
+            "partial_cycle_dropped": {"leftover"},
+            "partial_cycle_misscaled": {"leftover", "accum_steps"},
+            "token_mean_of_means": set(),
+        }.items()
+    },
+    **{
+        f"checks.{key}.ok": frozenset()
+        for key in ("steps", "microbatches", "gradients", "parameters")
+    },
+    "checks.steps.bad": frozenset({"scenario", "steps", "expected"}),
+    "checks.microbatches.bad": frozenset({"batch_size", "micro_batch_size"}),
+    "checks.gradients.bad": frozenset({"scenario", "error"}),
+    "checks.parameters.bad": frozenset({"scenario", "error"}),
+    "checks.batchnorm.note": frozenset({"error"}),
+}
+
+
 class AccumulationGrader:
     """One gradient-accumulation exercise: its hidden scenarios, judged as described above."""
 
     harness = "accumulation"
+    messages = MESSAGES
 
     def __init__(self, scenarios: list[dict[str, Any]]) -> None:
         self._scenarios = scenarios
@@ -319,9 +407,15 @@ class AccumulationGrader:
                     notes.append(_batchnorm_error(problem, recording))
                 continue
             reports.append(analyse(len(reports) + 1, problem, recording, tol))
-        checks = _checks(reports, locale, tol)
+        checks = _checks(reports, exercise=exercise, locale=locale, content=content, tol=tol)
         if notes and all(check.passed for check in checks):
-            text = message(locale, "check.batchnorm.note", error=f"{100 * max(notes):.0f}")
+            text = content.exercise_message(
+                exercise=exercise,
+                locale=locale,
+                group="checks",
+                key="batchnorm.note",
+                values={"error": f"{100 * max(notes):.0f}"},
+            )
             checks.append(
                 Check(id="batchnorm_note", passed=True, points=0.0, max_points=0.0, message=text)
             )
@@ -343,9 +437,10 @@ def _diagnosis(
     if report is None or report.diagnosis is None:
         return None
     code, evidence = report.diagnosis
-    template = content.diagnosis_message(exercise=exercise, locale=locale, code=code) or code
-    try:
-        text = template.format(**evidence)
-    except (KeyError, IndexError, ValueError):
-        text = template  # a translator's placeholder typo must not break grading
-    return Diagnosis(code=code, message=text, evidence={"scenario": report.number, **evidence})
+    text = content.exercise_message(
+        exercise=exercise, locale=locale, group="diagnoses", key=code, values=evidence
+    )
+    extra = {"weights": report.weights} if report.weights is not None else {}
+    return Diagnosis(
+        code=code, message=text, evidence={"scenario": report.number, **evidence, **extra}
+    )

@@ -15,6 +15,7 @@ from .problems import (
     make_model,
     make_optimizer,
 )
+from .recorder import Recorder
 
 MAX_RECORDED_STEPS = 256
 MAX_RECORDED_FORWARDS = 4096
@@ -35,7 +36,7 @@ class RecordingLoader(DataLoader):
             yield batch
 
 
-class AccumulationRecorder:
+class AccumulationRecorder(Recorder):
     """Records, at every optimizer.step(), what the update is about to use."""
 
     def __init__(self, model: nn.Module, optimizer: torch.optim.Optimizer, loader: RecordingLoader):

@@ -7,6 +7,7 @@ observations to the observation channel. Errors are reported as observations too
 side decides what they mean.
 """
 
+import contextlib
 import importlib
 import json
 import os
@@ -16,7 +17,8 @@ from typing import Any, BinaryIO
 
 JOB_DIR = "/gradlab/job"
 SUBMISSION_NAME = "submission.py"
-HARNESSES = {"accumulation": "accumulation"}  # spec name -> module in this package
+# Exercise harnesses: modules of this package with `setup(scenario, device, dtype)`.
+HARNESSES = ("accumulation", "mixed_precision", "profiling", "gpu_memory")
 
 
 def _learner_error(exc: BaseException, source_lines: list[str]) -> dict[str, Any]:
@@ -51,7 +53,9 @@ def run_job(spec: dict[str, Any], source: str, out: BinaryIO) -> None:
 
     from . import protocol
 
-    harness = importlib.import_module(f".{HARNESSES[spec['harness']]}", __package__)
+    if spec["harness"] not in HARNESSES:
+        raise ValueError(f"unknown harness {spec['harness']!r}")
+    harness = importlib.import_module(f".{spec['harness']}", __package__)
     torch.set_num_threads(1)
     device = torch.device(spec["device"])
     if device.type == "cuda":
@@ -88,7 +92,9 @@ def run_job(spec: dict[str, Any], source: str, out: BinaryIO) -> None:
         torch.Tensor.backward = backward
         names["__name__"] = "__main__"
         try:
-            exec(code, names)
+            with recorder.running(), contextlib.suppress(SystemExit):
+                exec(code, names)
+            recorder.after_script(names)
         except SystemExit:
             pass
         except BaseException as exc:  # the learner's code failed: report where, stop here

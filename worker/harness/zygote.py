@@ -154,13 +154,16 @@ def main() -> None:
     control = socket.socket(fileno=int(sys.argv[1]))
     ctypes.CDLL(None).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
     # Everything a job would import, loaded once here; CUDA stays uninitialised.
-    import harness.accumulation
-    import harness.run  # noqa: F401
+    import importlib
+
+    import harness.run
     import numpy  # noqa: F401
     import safetensors.torch  # noqa: F401
     import torch
     import torch.utils.data
 
+    for name in harness.run.HARNESSES:
+        importlib.import_module(f"harness.{name}")
     torch.set_num_threads(1)
     _warm_up()
     mounts = _mount_points()  # fixed for the slot's life: a job cannot mount (seccomp)

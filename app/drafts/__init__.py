@@ -1,0 +1,1 @@
+"""The exercise editor's autosaved drafts, per owner and exercise."""

@@ -1,0 +1,10 @@
+from pydantic import BaseModel
+
+
+class DraftPublic(BaseModel):
+    code: str | None
+    updated_at: float | None
+
+
+class DraftUpdate(BaseModel):
+    code: str

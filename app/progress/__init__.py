@@ -1,0 +1,1 @@
+"""A learner's progress through the course, synced across devices."""

@@ -1,0 +1,167 @@
+"""Operations: `GET /healthz` (is the database answering?) and `GET /metrics` (Prometheus).
+
+Everything /metrics reports comes from the database, because the web process grades nothing and
+there may be many web and worker processes on many hosts: queue depth and jobs/submissions by
+status are counted at scrape time; each worker's own counters and latency histograms come from
+its `worker_heartbeat` row (gradlab/heartbeat.py), labelled with its id.
+"""
+
+import hmac
+import time
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse, Response
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+from prometheus_client.registry import Collector
+from sqlalchemy import Engine, func, text
+from sqlmodel import Session, select
+
+from gradlab.heartbeat import parse_stats, read_heartbeats
+from gradlab.models import Job, JobStatus, Submission, SubmissionStatus
+
+router = APIRouter(tags=["operations"])
+VERSION = "0.1.0"
+
+
+@router.get("/healthz")
+def healthz(request: Request) -> JSONResponse:
+    """200 when the database answers a trivial query, 503 (with the error) when it does not."""
+    started = time.perf_counter()
+    try:
+        with Session(request.app.state.engine) as session:
+            session.execute(text("SELECT 1"))
+    except Exception as exc:  # any driver error means: not healthy
+        return JSONResponse(
+            {"status": "error", "database": f"error: {type(exc).__name__}", "version": VERSION},
+            status_code=503,
+        )
+    return JSONResponse(
+        {
+            "status": "ok",
+            "database": "ok",
+            "database_ms": round((time.perf_counter() - started) * 1000, 2),
+            "version": VERSION,
+        }
+    )
+
+
+@router.get("/metrics")
+def metrics(request: Request) -> Response:
+    """Prometheus text exposition format. Guarded by `GRADLAB_METRICS_TOKEN` when it is set."""
+    token = request.app.state.settings.metrics_token
+    if token is not None:
+        given = request.headers.get("authorization", "")
+        if not hmac.compare_digest(given.encode(), f"Bearer {token}".encode()):
+            return JSONResponse({"detail": "metrics need the bearer token"}, status_code=401)
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(DatabaseCollector(request.app.state.engine, request.app.state.settings))
+    return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
+
+
+class DatabaseCollector(Collector):
+    """Reads the queue, the submissions and the workers' heartbeats at scrape time."""
+
+    def __init__(self, engine: Engine, settings: Any) -> None:
+        self.engine = engine
+        self.settings = settings
+
+    def collect(self) -> Iterator[Metric]:
+        now = time.time()
+        with Session(self.engine) as session:
+            jobs = _counts(session, Job, JobStatus)
+            submissions = _counts(session, Submission, SubmissionStatus)
+            oldest = session.exec(
+                select(func.min(Job.created_at)).where(Job.status == JobStatus.queued)
+            ).one()
+            expired = session.exec(
+                select(func.count())
+                .select_from(Job)
+                .where(Job.status == JobStatus.leased, Job.lease_expires_at < now)  # type: ignore[operator]
+            ).one()
+            workers = read_heartbeats(session)
+
+        yield GaugeMetricFamily(
+            "gradlab_queue_depth", "Jobs waiting for a worker (status queued).", jobs["queued"]
+        )
+        yield GaugeMetricFamily(
+            "gradlab_queue_oldest_age_seconds",
+            "Age of the oldest queued job; 0 when none waits.",
+            now - oldest if oldest is not None else 0.0,
+        )
+        yield GaugeMetricFamily(
+            "gradlab_jobs_lease_expired",
+            "Leased jobs whose lease expired (their worker died); re-leased on the next claim.",
+            expired,
+        )
+        yield _by_status("gradlab_jobs", "Grading jobs by status.", jobs)
+        yield _by_status("gradlab_submissions", "Submissions by status.", submissions)
+        yield from self._workers(workers, now)
+
+    def _workers(self, rows: Iterable[Any], now: float) -> Iterator[Metric]:
+        alive_after = now - 3 * self.settings.heartbeat_s
+        labels = ["worker", "host"]
+        age = GaugeMetricFamily(
+            "gradlab_worker_last_seen_age_seconds",
+            "Seconds since the worker last wrote its heartbeat.",
+            labels=labels,
+        )
+        slots = GaugeMetricFamily(
+            "gradlab_worker_slots", "Sandbox slots of the worker.", labels=labels
+        )
+        up = GaugeMetricFamily(
+            "gradlab_worker_up",
+            "1 if the worker beat within 3 heartbeat intervals and has not stopped.",
+            labels=labels,
+        )
+        results = CounterMetricFamily(
+            "gradlab_worker_jobs",
+            "Jobs the worker graded and stored, by result status.",
+            labels=[*labels, "status"],
+        )
+        latency = HistogramMetricFamily(
+            "gradlab_grade_latency_seconds",
+            "Submitted to result stored (queue wait + grading), observed by the worker.",
+            labels=labels,
+        )
+        run = HistogramMetricFamily(
+            "gradlab_grade_run_seconds",
+            "The sandboxed run of one job, observed by the worker.",
+            labels=labels,
+        )
+        alive = 0
+        for row in rows:
+            key = [row.worker_id, row.host]
+            is_up = row.stopped_at is None and row.last_seen >= alive_after
+            alive += is_up
+            age.add_metric(key, max(0.0, now - row.last_seen))
+            slots.add_metric(key, row.slots)
+            up.add_metric(key, 1 if is_up else 0)
+            latency_h, run_h, by_status = parse_stats(row.stats_json)
+            for status in ("passed", "failed", "error"):
+                results.add_metric([*key, status], by_status.get(status, 0))
+            latency.add_metric(key, latency_h.cumulative(), latency_h.total)
+            run.add_metric(key, run_h.cumulative(), run_h.total)
+        yield GaugeMetricFamily("gradlab_workers_up", "Workers beating now.", alive)
+        yield from (up, age, slots, results, latency, run)
+
+
+def _counts(session: Session, table: Any, statuses: Any) -> dict[str, int]:
+    rows = session.exec(select(table.status, func.count()).group_by(table.status)).all()
+    counts = {str(status): 0 for status in statuses}
+    counts.update({str(status): count for status, count in rows})
+    return counts
+
+
+def _by_status(name: str, documentation: str, counts: dict[str, int]) -> GaugeMetricFamily:
+    family = GaugeMetricFamily(name, documentation, labels=["status"])
+    for status, count in counts.items():
+        family.add_metric([status], count)
+    return family

@@ -1,0 +1,1 @@
+"""Cross-site request forgery protection, rate limits, and the errors they answer with."""

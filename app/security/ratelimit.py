@@ -1,0 +1,49 @@
+"""Rate limits behind a small interface.
+
+`SlidingWindowLimiter` keeps a log of recent hits per key in this process's memory, which is
+exact for one web process. Scale-out (several `gradlab serve` processes or hosts behind a load
+balancer) needs the counts in a store they all share, e.g. Redis (`ZADD`/`ZREMRANGEBYSCORE`/
+`ZCARD` in one MULTI per hit, key expiry = window) or a table in the application database;
+implement `RateLimiter.hit` on it and put it on `app.state.rate_limiter`.
+"""
+
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Protocol
+
+
+class RateLimiter(Protocol):
+    def hit(self, key: str, *, limit: int, window_s: float) -> float | None:
+        """Count one event for `key`. None when it is allowed; otherwise it is not counted and
+        the answer is how many seconds until it would be."""
+        ...
+
+
+class SlidingWindowLimiter:
+    """In-process sliding window log: at most `limit` events per `window_s` seconds per key."""
+
+    MAX_KEYS = 50_000  # beyond this, idle keys are swept on the next hit
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._hits: dict[str, deque[float]] = {}
+        self._lock = threading.Lock()
+
+    def hit(self, key: str, *, limit: int, window_s: float) -> float | None:
+        now = self._clock()
+        with self._lock:
+            if len(self._hits) > self.MAX_KEYS:
+                self._sweep(now - window_s)
+            log = self._hits.setdefault(key, deque())
+            while log and log[0] <= now - window_s:
+                log.popleft()
+            if len(log) >= limit:
+                return max(log[0] + window_s - now, 0.001)
+            log.append(now)
+            return None
+
+    def _sweep(self, horizon: float) -> None:
+        for key in [k for k, log in self._hits.items() if not log or log[-1] <= horizon]:
+            del self._hits[key]

@@ -1,0 +1,11 @@
+# expect: failed wrong_order
+# Clips after the step: the update used unclipped gradients.
+for x, y in loader:
+    optimizer.zero_grad()
+    with torch.autocast(device_type, dtype=amp_dtype):
+        loss = loss_fn(model(x), y)
+    scaler.scale(loss).backward()
+    scaler.unscale_(optimizer)
+    scaler.step(optimizer)
+    torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+    scaler.update()

@@ -1,0 +1,10 @@
+# expect: failed clipped_before_unscale
+# Never calls unscale_: scaler.step unscales too late, after the clip saw scaled gradients.
+for x, y in loader:
+    optimizer.zero_grad()
+    with torch.autocast(device_type, dtype=amp_dtype):
+        loss = loss_fn(model(x), y)
+    scaler.scale(loss).backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+    scaler.step(optimizer)
+    scaler.update()

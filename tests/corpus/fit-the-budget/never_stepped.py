@@ -1,0 +1,4 @@
+# expect: failed never_stepped
+optimizer.zero_grad()
+for xc, yc in zip(x.tensor_split(4), y.tensor_split(4)):
+    (loss_fn(model(xc), yc) * len(xc) / len(x)).backward()

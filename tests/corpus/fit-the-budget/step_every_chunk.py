@@ -1,0 +1,6 @@
+# expect: failed stepped_every_chunk
+optimizer.zero_grad()
+for xc, yc in zip(x.tensor_split(4), y.tensor_split(4)):
+    (loss_fn(model(xc), yc) * len(xc) / len(x)).backward()
+    optimizer.step()
+    optimizer.zero_grad()

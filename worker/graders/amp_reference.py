@@ -1,0 +1,78 @@
+"""A mixed-precision scenario rebuilt on trusted ground: clean data, the unscaled and clipped
+reference gradient of any batch at any parameters, and the float64 reference run that skips
+the poisoned batch. Nothing here comes from the sandbox except parameter vectors.
+"""
+
+from functools import lru_cache
+
+import torch
+from torch.nn.utils import parameters_to_vector, vector_to_parameters
+
+from worker.harness.amp_problem import (
+    CLIP_EPS,
+    AmpScenario,
+    make_data,
+    make_model,
+    make_optimizer,
+)
+
+
+def clip(grad: torch.Tensor, max_norm: float) -> tuple[torch.Tensor, float]:
+    """What clip_grad_norm_ does to a flat gradient (same epsilon, coefficient capped at 1);
+    returns the clipped gradient and the norm before clipping."""
+    norm = float(torch.linalg.vector_norm(grad))
+    return grad * min(1.0, max_norm / (norm + CLIP_EPS)), norm
+
+
+class AmpProblem:
+    def __init__(self, scenario: AmpScenario) -> None:
+        self.scenario = scenario
+        self.x, self.y = make_data(scenario)
+        self.model = make_model(scenario)
+        self.params = list(self.model.parameters())
+        self.initial = parameters_to_vector(self.params).detach().clone()
+        self.width = self.initial.numel()
+        self.loss_fn = torch.nn.MSELoss(reduction="mean")
+
+    @property
+    def finite_batches(self) -> list[int]:
+        """The batches a correct loop takes a real optimizer step on."""
+        return [i for i in range(self.scenario.batches) if i != self.scenario.inf_batch]
+
+    def batch(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
+        size = self.scenario.batch_size
+        start = (index % self.scenario.batches) * size
+        return self.x[start : start + size], self.y[start : start + size]
+
+    def gradient(self, theta: torch.Tensor, index: int) -> torch.Tensor:
+        """Unscaled float64 gradient of batch `index`'s mean loss at parameters `theta`."""
+        vector_to_parameters(theta, self.params)
+        x, y = self.batch(index)
+        grads = torch.autograd.grad(self.loss_fn(self.model(x), y), self.params)
+        return torch.cat([g.reshape(-1) for g in grads])
+
+    def clipped_gradient(self, theta: torch.Tensor, index: int) -> torch.Tensor:
+        return clip(self.gradient(theta, index), self.scenario.max_norm)[0]
+
+    def reference_run(self) -> tuple[torch.Tensor, tuple[float, ...]]:
+        """Final parameters of the float64 reference, and the gradient norm before clipping at
+        each of its steps (the scenario design is tested on these)."""
+        return _reference_run(self.scenario)
+
+
+@lru_cache(maxsize=32)
+def _reference_run(scenario: AmpScenario) -> tuple[torch.Tensor, tuple[float, ...]]:
+    problem = AmpProblem(scenario)  # its own model: safe to share across threads
+    model = make_model(scenario)
+    optimizer = make_optimizer(scenario, model)
+    norms = []
+    for index in problem.finite_batches:
+        theta = parameters_to_vector(model.parameters()).detach().clone()
+        grad, norm = clip(problem.gradient(theta, index), scenario.max_norm)
+        norms.append(norm)
+        offset = 0
+        for p in model.parameters():
+            p.grad = grad[offset : offset + p.numel()].view_as(p).clone()
+            offset += p.numel()
+        optimizer.step()
+    return parameters_to_vector(model.parameters()).detach().clone(), tuple(norms)

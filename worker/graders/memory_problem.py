@@ -1,0 +1,79 @@
+"""A gpu-memory scenario rebuilt on trusted ground: its data, full-batch and per-chunk gradients,
+the reference step, and which examples a recorded forward pass carried.
+
+Always float64 on the CPU, from the scenario's seed: nothing here comes from the sandbox except
+the parameter vectors at which gradients are evaluated and the fingerprints being matched.
+"""
+
+from collections.abc import Sequence
+from functools import lru_cache
+
+import torch
+from torch.nn.utils import parameters_to_vector, vector_to_parameters
+
+from worker.harness.memory_problem import (
+    MemoryScenario,
+    fingerprint_vector,
+    make_data,
+    make_model,
+    make_optimizer,
+)
+
+
+class MemoryProblem:
+    def __init__(self, scenario: MemoryScenario) -> None:
+        self.scenario = scenario
+        self.x, self.y = make_data(scenario)
+        self.model = make_model(scenario)
+        self.params = list(self.model.parameters())
+        self.initial = parameters_to_vector(self.params).detach().clone()
+        self.width = self.initial.numel()
+        self.examples = scenario.examples
+        projections = self.x @ fingerprint_vector()
+        self._sorted, self._order = torch.sort(projections)
+        self._scale = float(projections.abs().max())
+
+    def gradient(self, theta: torch.Tensor, rows: Sequence[int] | None = None) -> torch.Tensor:
+        """Gradient of the mean loss over `rows` (all examples when None) at parameters theta:
+        what `loss_fn(model(x[rows]), y[rows]).backward()` gives, in float64."""
+        x, y = (self.x, self.y) if rows is None else (self.x[list(rows)], self.y[list(rows)])
+        vector_to_parameters(theta, self.params)
+        loss = torch.nn.functional.mse_loss(self.model(x), y)
+        grads = torch.autograd.grad(loss, self.params)
+        return torch.cat([g.reshape(-1) for g in grads])
+
+    def reference_after(self) -> torch.Tensor:
+        """Parameters after the one plain full-batch step (computed once per process)."""
+        return _reference_after(self.scenario)
+
+    def match_rows(self, fingerprints: torch.Tensor, tol: float) -> list[int] | None:
+        """The example index of each fingerprint, or None if one matches no example: the
+        nearest projection, accepted within `tol` relative to the projections' scale (float32
+        inputs on CUDA move a projection by ~1e-7 of it; distinct examples sit ~1e-5 apart)."""
+        if fingerprints.numel() == 0:
+            return []
+        if not bool(torch.isfinite(fingerprints).all()):
+            return None
+        right = torch.searchsorted(self._sorted, fingerprints).clamp(max=self.examples - 1)
+        left = (right - 1).clamp(min=0)
+        left_gap = (fingerprints - self._sorted[left]).abs()
+        right_gap = (fingerprints - self._sorted[right]).abs()
+        nearest = torch.where(left_gap <= right_gap, left, right)
+        gap = torch.minimum(left_gap, right_gap)
+        if float(gap.max()) > tol * max(self._scale, 1.0):
+            return None
+        return [int(i) for i in self._order[nearest]]
+
+
+@lru_cache(maxsize=16)
+def _reference_after(scenario: MemoryScenario) -> torch.Tensor:
+    problem = MemoryProblem(scenario)
+    model = make_model(scenario)
+    optimizer = make_optimizer(scenario, model)
+    grad = problem.gradient(problem.initial)
+    offset = 0
+    for p in model.parameters():
+        p.grad = grad[offset : offset + p.numel()].view_as(p).clone()
+        offset += p.numel()
+    optimizer.step()
+    return parameters_to_vector(model.parameters()).detach().clone()

@@ -1,0 +1,169 @@
+"""The profiling exercise's training problem, built identically inside the sandbox and on trusted
+ground: data, model and optimizer from the scenario's seed, the planted slow step, and the
+reference (fast, correct) step.
+
+The planted bottleneck is in `load_batch`: it builds the batch one example at a time and, for
+every example, recomputes the whole dataset's per-feature mean and standard deviation. On the
+CPU that is `batch_size` reductions over the dataset per step; on CUDA, a handful of tiny kernel
+launches per example. Either way it dwarfs forward, backward and the optimizer step of the small
+model, and the fix (statistics once, one gathered batch) computes bit-for-bit the same batches.
+"""
+
+import contextlib
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, fields
+
+import torch
+from torch import nn
+from torch.profiler import record_function
+
+# The record_function labels of the starter's step, in the order they run.
+LABELS = ("load_batch", "forward", "backward", "optimizer_step", "log_metrics")
+PLANTED = "load_batch"
+CLASSES = 4
+HIDDEN = 32
+# Taken at import (before any learner code runs), so that rebinding `time.perf_counter` in a
+# script does not change the harness's clock.
+perf_counter = time.perf_counter
+
+
+@dataclass(frozen=True)
+class ProfilingScenario:
+    seed: int
+    examples: int  # rows of the dataset
+    features: int  # columns of the dataset
+    batch_size: int
+    steps: int  # training steps the harness runs (timed and compared)
+    optimizer: str = "sgd"  # "sgd" | "momentum" | "adam"
+    lr: float = 0.05
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "ProfilingScenario":
+        types = {f.name: f.type for f in fields(cls)}  # int, float, str
+        return cls(**{k: types[k](v) for k, v in data.items() if k in types})  # type: ignore[operator]
+
+
+def make_data(s: ProfilingScenario) -> tuple[torch.Tensor, torch.Tensor]:
+    """Features (float64, every column with its own offset and scale, so normalisation matters)
+    and integer class targets, on the CPU; callers cast and move them."""
+    generator = torch.Generator().manual_seed(s.seed)
+    shape = (s.examples, s.features)
+    scale = 0.5 + 4 * torch.rand(s.features, generator=generator, dtype=torch.float64)
+    offset = 3 * torch.randn(s.features, generator=generator, dtype=torch.float64)
+    x = torch.randn(shape, generator=generator, dtype=torch.float64) * scale + offset
+    w = torch.randn(s.features, CLASSES, generator=generator, dtype=torch.float64)
+    logits = ((x - offset) / scale) @ w
+    noise = 0.5 * torch.randn(s.examples, CLASSES, generator=generator, dtype=torch.float64)
+    return x, (logits + noise).argmax(dim=1)
+
+
+def make_model(s: ProfilingScenario) -> nn.Module:
+    """A small MLP with seeded weights (a private generator, never the global RNG)."""
+    model = nn.Sequential(nn.Linear(s.features, HIDDEN), nn.Tanh(), nn.Linear(HIDDEN, CLASSES))
+    model = model.to(torch.float64)
+    generator = torch.Generator().manual_seed(s.seed + 1)
+    with torch.no_grad():
+        for module in model.modules():
+            if isinstance(module, nn.Linear):
+                bound = module.in_features**-0.5
+                for p in (module.weight, module.bias):
+                    p.copy_(
+                        (torch.rand(p.shape, generator=generator, dtype=p.dtype) * 2 - 1) * bound
+                    )
+    return model
+
+
+def make_optimizer(s: ProfilingScenario, model: nn.Module) -> torch.optim.Optimizer:
+    if s.optimizer == "adam":
+        return torch.optim.Adam(model.parameters(), lr=s.lr)
+    if s.optimizer == "momentum":
+        return torch.optim.SGD(model.parameters(), lr=s.lr, momentum=0.9)
+    return torch.optim.SGD(model.parameters(), lr=s.lr)
+
+
+def make_loss_fn() -> nn.Module:
+    return nn.CrossEntropyLoss(reduction="mean")
+
+
+def flat_params(model: nn.Module) -> torch.Tensor:
+    """All parameters as one float64 CPU vector (the observation compared on trusted ground)."""
+    return torch.cat([p.detach().reshape(-1).to("cpu", torch.float64) for p in model.parameters()])
+
+
+class TrainingStep:
+    """One training step in the starter's shape: load_batch, forward, backward, optimizer_step,
+    log_metrics, each under its record_function label. `planted=True` is the starter's slow
+    `load_batch`; `planted=False` is the fix (statistics once, one gathered batch)."""
+
+    def __init__(
+        self,
+        model: nn.Module,
+        optimizer: torch.optim.Optimizer,
+        features: torch.Tensor,
+        targets: torch.Tensor,
+        batch_size: int,
+        *,
+        planted: bool,
+    ) -> None:
+        self.model = model
+        self.optimizer = optimizer
+        self.loss_fn = make_loss_fn()
+        self.features = features
+        self.targets = targets
+        self.batch_size = batch_size
+        self.planted = planted
+        self.history: list[tuple[torch.Tensor, torch.Tensor]] = []
+        # When set, every labelled section is timed into it (with `sync` around each on CUDA,
+        # so that a section's time includes its kernels): where the starter's time goes.
+        self.section_times: dict[str, float] | None = None
+        self.sync: Callable[[], None] = lambda: None
+        if not planted:
+            mean, std = features.mean(dim=0), features.std(dim=0)
+            self.normalized = (features - mean) / std
+
+    @contextlib.contextmanager
+    def _section(self, label: str) -> Iterator[None]:
+        times = self.section_times
+        if times is None:
+            with record_function(label):
+                yield
+            return
+        self.sync()
+        started = perf_counter()
+        with record_function(label):
+            yield
+        self.sync()
+        times[label] = times.get(label, 0.0) + perf_counter() - started
+
+    def load_batch(self, step: int) -> tuple[torch.Tensor, torch.Tensor]:
+        with self._section("load_batch"):
+            if not self.planted:
+                first = step * self.batch_size
+                offsets = torch.arange(self.batch_size, device=self.features.device)
+                index = (first + offsets) % len(self.features)
+                return self.normalized[index], self.targets[index]
+            # The planted bottleneck, exactly as in the starter code.
+            rows, labels = [], []
+            for i in range(self.batch_size):
+                index = (step * self.batch_size + i) % len(self.features)
+                mean = self.features.mean(dim=0)
+                std = self.features.std(dim=0)
+                rows.append((self.features[index] - mean) / std)
+                labels.append(self.targets[index])
+            return torch.stack(rows), torch.stack(labels)
+
+    def __call__(self, step: int) -> torch.Tensor:
+        x, y = self.load_batch(step)
+        with self._section("forward"):
+            logits = self.model(x)
+            loss = self.loss_fn(logits, y)
+        with self._section("backward"):
+            self.optimizer.zero_grad()
+            loss.backward()
+        with self._section("optimizer_step"):
+            self.optimizer.step()
+        with self._section("log_metrics"):
+            correct = (logits.argmax(dim=1) == y).sum()
+            self.history.append((loss.detach(), correct))
+        return loss

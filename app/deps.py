@@ -44,9 +44,27 @@ def get_owner(request: Request, auth: Annotated[Auth, Depends(get_auth)]) -> str
 
 
 def get_current_user(auth: Annotated[Auth, Depends(get_auth)]) -> UserPublic:
+    if auth.grader_id is not None:
+        raise HTTPException(status_code=403, detail="a grader token cannot use account endpoints")
     if auth.user is None:
         raise unauthorized("not signed in")
     return auth.user
+
+
+def require_grader(auth: Annotated[Auth, Depends(get_auth)]) -> int:
+    """The grader token id; 401 without a bearer token, 403 for any other kind of login."""
+    if auth.grader_id is not None:
+        return auth.grader_id
+    if auth.via != "bearer":
+        raise unauthorized("this endpoint needs a grader token: `Authorization: Bearer glg_...`")
+    raise HTTPException(status_code=403, detail="this endpoint needs a grader token")
+
+
+def submission_limit(owner: str, settings: Settings) -> int:
+    """Submissions per window: graders (CI, LMS) get `grader_rate_limit`, people less."""
+    if owner.startswith("grader:"):
+        return settings.grader_rate_limit
+    return settings.submission_rate_limit
 
 
 def limit_submissions(
@@ -56,7 +74,7 @@ def limit_submissions(
 ) -> None:
     """Route dependency: at most `submission_rate_limit` submissions per window per owner."""
     retry_after = request.app.state.rate_limiter.hit(
-        f"submit:{owner}", limit=settings.submission_rate_limit, window_s=settings.rate_window_s
+        f"submit:{owner}", limit=submission_limit(owner, settings), window_s=settings.rate_window_s
     )
     if retry_after is not None:
         raise RateLimited(retry_after)
@@ -75,4 +93,5 @@ ContentStoreDep = Annotated[ContentStore, Depends(get_content_store)]
 OwnerDep = Annotated[str, Depends(get_owner)]
 AuthDep = Annotated[Auth, Depends(get_auth)]
 CurrentUser = Annotated[UserPublic, Depends(get_current_user)]
+GraderDep = Annotated[int, Depends(require_grader)]
 LocaleDep = Annotated[str, Depends(valid_locale)]

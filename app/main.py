@@ -6,21 +6,25 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
-from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app.i18n import check_catalogs, negotiate
 from app.learner import LearnerCookieMiddleware
+from app.page_cache import PageCache
 from app.routes import api, auth, authoring, discovery, ops, pages, progress
+from app.routes import submissions as submissions_api
 from app.security.csrf import CrossSiteApiGuard, CsrfTokens
 from app.security.errors import security_error
 from app.security.exceptions import SecurityRejection
 from app.security.ratelimit import SlidingWindowLimiter
 from app.security_headers import SecurityHeadersMiddleware
+from app.static_files import RevalidatedStaticFiles
 from app.templating import render
 from gradlab.config import LOCALES, PROJECT_ROOT, Settings, get_settings
 from gradlab.content.store import ContentStore
 from gradlab.db import init_db, make_engine
+
+BODY_PARSE_ERROR = "There was an error parsing the body"  # fastapi.routing's 400 detail
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -45,6 +49,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         settings.content_dir, check_interval_s=settings.content_reload_s
     )
     app.state.csrf = CsrfTokens(settings.resolved_secret_key())
+    app.state.page_cache = PageCache()  # lesson pages rendered once per content version
     app.state.rate_limiter = SlidingWindowLimiter()
     # inside the learner cookie middleware (added after it), which sets the learner id
     app.add_middleware(
@@ -56,8 +61,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         secure=settings.public_base_url.startswith("https://"),
     )
     app.add_middleware(SecurityHeadersMiddleware)  # outermost: covers every response
-    app.mount("/static", StaticFiles(directory=PROJECT_ROOT / "static"), name="static")
+    static = RevalidatedStaticFiles(directory=PROJECT_ROOT / "static")  # ETag/304, no-cache
+    app.mount("/static", static, name="static")
     app.include_router(ops.router)  # /healthz, /metrics
+    app.include_router(submissions_api.router)  # /api/v1/submissions...
     app.include_router(api.router)
     app.include_router(auth.api_router)
     app.include_router(progress.router)
@@ -70,6 +77,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
+        if exc.status_code == 400 and exc.detail == BODY_PARSE_ERROR:
+            # FastAPI's answer to a body that is not even UTF-8: malformed JSON is 422
+            invalid = {"loc": ["body"], "msg": "the body is not valid JSON", "type": "json_invalid"}
+            return JSONResponse({"detail": [invalid]}, status_code=422)
         if request.url.path.startswith("/api/") or exc.status_code != 404:
             return JSONResponse(
                 {"detail": exc.detail},

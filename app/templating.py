@@ -19,6 +19,7 @@ from jinja2.runtime import Context
 from app.accounts.auth import install_template_globals as install_account_globals
 from app.charts import weights_chart
 from app.i18n import LANGUAGE_NAMES, format_number, format_share, translations
+from app.page_slots import install_template_globals as install_page_slot_globals
 from app.rendering import highlight_block, markdown, markdown_inline
 from app.security.csrf import install_template_globals as install_csrf_globals
 from gradlab.config import LOCALES, PROJECT_ROOT
@@ -83,6 +84,7 @@ env.globals.update(LOCALES=LOCALES, LANGUAGE_NAMES=LANGUAGE_NAMES)
 env.globals.update(highlight_block=highlight_block, weights_chart_data=weights_chart)
 install_csrf_globals(env)  # csrf_token(), csrf_field()
 install_account_globals(env)  # current_user()
+install_page_slot_globals(env)  # slot(), csp_nonce(); csrf_*() give markers in cached renders
 templates = Jinja2Templates(env=env)
 
 

@@ -168,6 +168,65 @@ def _lessons_schema(args: argparse.Namespace) -> int:
     return 0
 
 
+def _token_session():  # type: ignore[no-untyped-def]
+    from sqlmodel import Session
+
+    from gradlab.db import init_db, make_engine
+
+    engine = make_engine(get_settings())
+    init_db(engine)
+    return Session(engine)
+
+
+def _when(timestamp: float | None) -> str:
+    import time
+
+    return time.strftime("%Y-%m-%d %H:%M", time.gmtime(timestamp)) if timestamp else "-"
+
+
+def _token_create(args: argparse.Namespace) -> int:
+    from gradlab import tokens
+
+    with _token_session() as session:
+        try:
+            new = tokens.create(session=session, name=args.name)
+        except tokens.TokenError as exc:
+            print(f"gradlab token create: {exc}", file=sys.stderr)
+            return 2
+    print(f"created grader token {new.id} ({new.name!r}); owner grader:{new.id}")
+    print(f"webhook signing secret (shown once; verifies callbacks): {new.webhook_secret}")
+    print("token (shown once; send `Authorization: Bearer <token>`):")
+    print(new.token)
+    return 0
+
+
+def _token_list(_args: argparse.Namespace) -> int:
+    from gradlab import tokens
+
+    with _token_session() as session:
+        rows = tokens.list_tokens(session=session)
+    print(f"{'id':>4}  {'name':24} {'token':14} {'created':16}  {'last used':16}  revoked")
+    for row in rows:
+        print(
+            f"{row.id:>4}  {row.name:24} {row.prefix + '...':14} {_when(row.created_at):16}  "
+            f"{_when(row.last_used_at):16}  {_when(row.revoked_at)}"
+        )
+    return 0
+
+
+def _token_revoke(args: argparse.Namespace) -> int:
+    from gradlab import tokens
+
+    with _token_session() as session:
+        try:
+            row = tokens.revoke(session=session, name_or_id=args.token)
+        except tokens.TokenError as exc:
+            print(f"gradlab token revoke: {exc}", file=sys.stderr)
+            return 2
+    print(f"revoked grader token {row.id} ({row.name!r})")
+    return 0
+
+
 def _non_negative(value: str) -> int:
     number = int(value)
     if number < 0:
@@ -220,6 +279,19 @@ def build_parser() -> argparse.ArgumentParser:
     schema = lessons_commands.add_parser("schema", help="write the JSON Schemas of the files")
     schema.add_argument("--check", action="store_true", help="only check they are current")
     schema.set_defaults(run=_lessons_schema)
+
+    token = commands.add_parser("token", help="grader API tokens (docs/api.md)")
+    token_commands = token.add_subparsers(dest="token_command", required=True)
+    create = token_commands.add_parser(
+        "create", help="a new token and its webhook secret, printed once (token on the last line)"
+    )
+    create.add_argument("name", help="who it is for, e.g. moodle-prod (unique among active)")
+    create.set_defaults(run=_token_create)
+    listing = token_commands.add_parser("list", help="every token: id, name, prefix, use, revoked")
+    listing.set_defaults(run=_token_list)
+    revoke = token_commands.add_parser("revoke", help="revoke a token by name or id")
+    revoke.add_argument("token", metavar="NAME|ID")
+    revoke.set_defaults(run=_token_revoke)
     return parser
 
 

@@ -42,6 +42,29 @@ class Settings(BaseSettings):
     )
     rate_window_s: float = Field(default=60.0, gt=0, description="the rate limits' window")
 
+    # grader API (gradlab/tokens.py, gradlab/webhooks.py, app/routes/submissions.py)
+    grader_rate_limit: int = Field(
+        default=600, ge=1, description="submissions per window per grader token (batch items count)"
+    )
+    idempotency_ttl_s: float = Field(
+        default=24 * 3600.0, gt=0, description="how long an Idempotency-Key is remembered"
+    )
+    webhook_allow_private: bool = Field(
+        default=False,
+        description="let callback_url reach loopback/private/link-local addresses (tests, LANs)",
+    )
+    webhook_dispatch: bool = Field(
+        default=True, description="each worker process runs a webhook dispatcher thread"
+    )
+    webhook_timeout_s: float = Field(default=10.0, gt=0, description="one delivery attempt")
+    webhook_max_attempts: int = Field(default=8, ge=1, description="then the delivery fails")
+    webhook_backoff_s: float = Field(
+        default=10.0, gt=0, description="wait before the 2nd attempt; doubles after each failure"
+    )
+    webhook_backoff_max_s: float = Field(default=3600.0, gt=0, description="cap of that wait")
+    webhook_lease_s: float = Field(default=60.0, gt=0, description="a dispatcher's row lease")
+    webhook_poll_s: float = Field(default=1.0, gt=0, description="dispatcher's idle poll")
+
     # queue
     lease_s: float = 30.0
     max_attempts: int = 3

@@ -2,14 +2,15 @@
 accounts, their login tokens, a learner's lesson progress and exercise drafts.
 
 Everything a learner makes is keyed by an *owner* string: `learner:<id>` (the anonymous signed
-cookie) or `user:<id>` (an account). Logging in re-owns the anonymous rows to the account.
+cookie), `user:<id>` (an account) or `grader:<id>` (a grader token, `gradlab token create`).
+Logging in re-owns the anonymous rows to the account.
 """
 
 import time
 import uuid
 from enum import StrEnum
 
-from sqlalchemy import UniqueConstraint
+from sqlalchemy import Index, UniqueConstraint, text
 from sqlmodel import Field, SQLModel
 
 
@@ -35,12 +36,17 @@ class SubmissionBase(SQLModel):
 
 
 class Submission(SubmissionBase, table=True):
+    # newest-first listing per owner (keyset pagination: created_at, id)
+    __table_args__ = (Index("ix_submission_owner_created", "owner", "created_at", "id"),)
+
     id: str = Field(default_factory=lambda: uuid.uuid4().hex, primary_key=True, max_length=32)
     owner: str = Field(index=True, max_length=200)
     status: SubmissionStatus = Field(default=SubmissionStatus.queued, max_length=16)
     result_json: str | None = None
     created_at: float = Field(default_factory=time.time)
     finished_at: float | None = None
+    # graders only: POSTed the result when it is stored (gradlab/webhooks.py, an outbox row)
+    callback_url: str | None = Field(default=None, max_length=2048)
 
 
 class WorkerHeartbeat(SQLModel, table=True):
@@ -125,3 +131,91 @@ class Draft(SQLModel, table=True):
     exercise: str = Field(max_length=200)
     code: str
     updated_at: float = Field(default_factory=time.time)
+
+
+class GraderToken(SQLModel, table=True):
+    """A grader's API token (`gradlab token create NAME`): owner `grader:<id>`. Only the SHA-256
+    of the token is stored; the webhook signing secret is stored as is (the dispatcher signs
+    with it). Revoking sets `revoked_at`; the row stays (submissions keep a meaningful owner),
+    and the name can be given to a new token."""
+
+    __tablename__ = "grader_token"
+    __table_args__ = (
+        Index(
+            "ux_grader_token_active_name",
+            "name",
+            unique=True,
+            sqlite_where=text("revoked_at IS NULL"),
+            postgresql_where=text("revoked_at IS NULL"),
+        ),
+    )
+
+    id: int | None = Field(default=None, primary_key=True)
+    name: str = Field(max_length=100)
+    token_hash: str = Field(unique=True, index=True, max_length=64)
+    prefix: str = Field(max_length=16)  # the token's first characters, to recognize it in lists
+    webhook_secret: str = Field(max_length=100)
+    created_at: float = Field(default_factory=time.time)
+    last_used_at: float | None = None
+    revoked_at: float | None = None
+
+
+class IdempotencyKey(SQLModel, table=True):
+    """A POST's `Idempotency-Key` per owner: the request's hash and the submissions it made,
+    so a retry returns them instead of enqueuing again (until `expires_at`)."""
+
+    __tablename__ = "idempotency_key"
+    __table_args__ = (UniqueConstraint("owner", "key"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    owner: str = Field(max_length=200)
+    key: str = Field(max_length=255)
+    request_hash: str = Field(max_length=64)
+    submission_ids: str  # JSON list, in request order
+    created_at: float = Field(default_factory=time.time)
+    expires_at: float = Field(index=True)
+
+
+class WebhookDeliveryStatus(StrEnum):
+    pending = "pending"  # waiting for its next attempt (next_attempt_at)
+    delivering = "delivering"  # leased to a dispatcher
+    delivered = "delivered"
+    failed = "failed"  # gave up: attempts exhausted, or refused (address, revoked token)
+
+
+class WebhookDelivery(SQLModel, table=True):
+    """Outbox row: one finished submission's result to POST to its `callback_url`. Written in
+    the transaction that stores the result; dispatchers lease rows like jobs (gradlab/webhooks)."""
+
+    __tablename__ = "webhook_delivery"
+
+    id: str = Field(default_factory=lambda: uuid.uuid4().hex, primary_key=True, max_length=32)
+    submission_id: str = Field(foreign_key="submission.id", index=True, max_length=32)
+    grader_token_id: int = Field(foreign_key="grader_token.id", index=True)
+    url: str = Field(max_length=2048)
+    payload: str  # the exact JSON body, the same bytes on every attempt
+    status: WebhookDeliveryStatus = Field(
+        default=WebhookDeliveryStatus.pending, index=True, max_length=16
+    )
+    attempts: int = 0
+    next_attempt_at: float = Field(default_factory=time.time, index=True)
+    lease_owner: str | None = Field(default=None, max_length=200)
+    lease_expires_at: float | None = None
+    last_error: str | None = None
+    created_at: float = Field(default_factory=time.time)
+    delivered_at: float | None = None
+
+
+class WebhookAttempt(SQLModel, table=True):
+    """The delivery log: one row per attempt of a webhook delivery."""
+
+    __tablename__ = "webhook_attempt"
+    __table_args__ = (UniqueConstraint("delivery_id", "attempt"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    delivery_id: str = Field(foreign_key="webhook_delivery.id", index=True, max_length=32)
+    attempt: int
+    started_at: float
+    duration_s: float
+    status_code: int | None = None
+    error: str | None = None

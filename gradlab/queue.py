@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from sqlalchemy import text
 from sqlmodel import Session
 
+from gradlab import webhooks
 from gradlab.logs import fields
 from gradlab.models import Job, Submission, SubmissionStatus
 from gradlab.results import GradeResult, ResultError
@@ -34,17 +35,35 @@ class ClaimedJob:
 
 def enqueue(*, session: Session, exercise: str, code: str, locale: str, owner: str) -> Submission:
     """Store a submission and its job in one transaction."""
-    submission = Submission(exercise=exercise, code=code, locale=locale, owner=owner)
+    submission = stage(session=session, exercise=exercise, code=code, locale=locale, owner=owner)
+    session.commit()
+    session.refresh(submission)
+    return submission
+
+
+def stage(
+    *,
+    session: Session,
+    exercise: str,
+    code: str,
+    locale: str,
+    owner: str,
+    callback_url: str | None = None,
+) -> Submission:
+    """Add a submission and its job to the session's transaction, without committing: the
+    caller commits them together with what belongs to them (an idempotency key, a batch)."""
+    submission = Submission(
+        exercise=exercise, code=code, locale=locale, owner=owner, callback_url=callback_url
+    )
     session.add(submission)
     session.flush()
     job = Job(submission_id=submission.id)
     session.add(job)
-    session.commit()
+    session.flush()
     log.info(
         "submitted",
         extra=fields(event="submit", submission_id=submission.id, job_id=job.id, exercise=exercise),
     )
-    session.refresh(submission)
     return submission
 
 
@@ -211,3 +230,5 @@ def _store_result(*, session: Session, submission_id: str, result: GradeResult, 
     submission.result_json = result.model_dump_json()
     submission.finished_at = now
     session.add(submission)
+    if submission.callback_url:  # the outbox row commits with the result (gradlab/webhooks.py)
+        webhooks.stage_delivery(session=session, submission=submission, now=now)

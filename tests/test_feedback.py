@@ -62,7 +62,7 @@ def test_unscaled_loss_weights_are_four_times_the_expected(
         assert sum(right) == pytest.approx(1.0)
         assert mine == pytest.approx([4 * w for w in right], abs=1e-3)
     # the message is formatted from the other evidence keys, as before
-    assert result.diagnosis.evidence["ratio"] == "4.0"
+    assert result.diagnosis.evidence["ratio"] == 4.0
 
 
 @pytest.mark.parametrize(
@@ -149,7 +149,7 @@ def _failed_result(locale: str) -> dict[str, Any]:
         "diagnosis": {
             "code": "loss_not_scaled",
             "message": "<b>divide</b>",
-            "evidence": {"scenario": 1, "ratio": "4.0", "accum_steps": 4, "weights": FOUR_X},
+            "evidence": {"scenario": 1, "ratio": 4.0, "accum_steps": 4, "weights": FOUR_X},
         },
         "checks": [
             {"id": "runs", "passed": True, "points": 1.0, "max_points": 1.0, "message": "ran"},

@@ -170,7 +170,7 @@ def test_the_unfixed_starter_is_not_faster(content: Content) -> None:
     speedup = next(c for c in judgement.checks if c.id == "speedup")
     assert not speedup.passed and "at least 2x" in speedup.message
     assert judgement.diagnosis is not None
-    assert judgement.diagnosis.evidence["required"] == "2"
+    assert judgement.diagnosis.evidence["required"] == 2
 
 
 def test_the_starter_as_given_asks_for_a_name(content: Content) -> None:

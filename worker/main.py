@@ -17,6 +17,7 @@ from gradlab.db import init_db, make_engine, session_scope
 from gradlab.heartbeat import Heartbeat, WorkerStats
 from gradlab.logs import fields
 from gradlab.results import Timings
+from gradlab.webhooks import Dispatcher
 from worker.graders import warm_up
 from worker.grading import Runner, grade, has_gpu
 from worker.pool import WarmPool
@@ -72,6 +73,8 @@ def run_worker(
         retention_s=settings.heartbeat_retention_s,
     )
     heartbeat.start()
+    # result webhooks: outbox rows leased like jobs, off the grading path (gradlab/webhooks.py)
+    dispatcher = Dispatcher(engine, settings).start() if settings.webhook_dispatch else None
     log.info(
         "worker %s ready (%s sandbox)",
         worker_id,
@@ -165,6 +168,8 @@ def run_worker(
         )
         graded += 1
     heartbeat.stop()
+    if dispatcher is not None:
+        dispatcher.stop(timeout_s=settings.webhook_timeout_s + 1)
     if pool is not None:
         pool.close()
     engine.dispose()

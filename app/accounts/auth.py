@@ -17,6 +17,7 @@ from sqlmodel import Session
 
 from app.accounts import service
 from app.accounts.schemas import UserPublic
+from gradlab import tokens
 from gradlab.config import Settings
 
 SESSION_COOKIE = "gradlab_session"
@@ -25,11 +26,14 @@ SESSION_COOKIE = "gradlab_session"
 @dataclass(frozen=True)
 class Auth:
     user: UserPublic | None = None
-    token_id: int | None = None
+    token_id: int | None = None  # the account login (AuthToken) behind `user`
     via: Literal["bearer", "cookie"] | None = None
+    grader_id: int | None = None  # a grader token (gradlab/tokens.py): never with `user`
 
     def owner(self, learner_id: str) -> str:
         """Who owns what this request reads and makes."""
+        if self.grader_id is not None:
+            return tokens.owner_of(self.grader_id)
         return f"user:{self.user.id}" if self.user else f"learner:{learner_id}"
 
 
@@ -56,10 +60,16 @@ def resolve(request: Request, session: Session) -> Auth:
         scheme, _, credentials = header.partition(" ")
         if scheme.lower() != "bearer" or not credentials.strip():
             raise unauthorized("use `Authorization: Bearer <token>`")
-        found = service.user_for_token(session=session, token=credentials.strip())
-        if found is None:
-            raise unauthorized("invalid, expired or revoked token")
-        auth = Auth(user=found[0], token_id=found[1], via="bearer")
+        if credentials.strip().startswith(tokens.PREFIX):  # a grader token, never an account's
+            grader = tokens.lookup(session=session, token=credentials.strip())
+            if grader is None:
+                raise unauthorized("invalid or revoked grader token")
+            auth = Auth(grader_id=grader.id, via="bearer")
+        else:
+            found = service.user_for_token(session=session, token=credentials.strip())
+            if found is None:
+                raise unauthorized("invalid, expired or revoked token")
+            auth = Auth(user=found[0], token_id=found[1], via="bearer")
     else:
         auth = ANONYMOUS
         raw = request.cookies.get(SESSION_COOKIE)

@@ -76,8 +76,11 @@ def verify_password(password_hash: str | None, password: str) -> tuple[bool, str
     return True, hash_password(password) if _hasher.check_needs_rehash(password_hash) else None
 
 
+SESSION_TOKEN_PREFIX = "gls_"  # grader tokens start with "glg_" (gradlab/tokens.py)
+
+
 def new_token() -> str:
-    return secrets.token_urlsafe(32)
+    return SESSION_TOKEN_PREFIX + secrets.token_urlsafe(32)
 
 
 def token_hash(token: str) -> str:

@@ -1,74 +1,17 @@
-"""REST API v1 (JSON): submissions, exercises, lessons, quiz."""
+"""REST API v1 (JSON): exercises, lessons, quiz (submissions: app/routes/submissions.py)."""
 
-import asyncio
-import time
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, HTTPException, Query, Response
-from fastapi.concurrency import run_in_threadpool
+from fastapi import APIRouter, HTTPException, Query
 from pydantic import BaseModel
-from sqlmodel import Session
 
-from app import submissions
-from app.deps import ContentDep, OwnerDep, SessionDep, SettingsDep, limit_submissions
+from app.deps import ContentDep, OwnerDep, SessionDep
 from app.progress import service as progress
 from app.rendering import reading_minutes
-from app.submissions import SubmissionCreate, SubmissionPublic
 from gradlab.config import DEFAULT_LOCALE, LOCALES
 from gradlab.content.loader import lesson_view
-from gradlab.models import Submission, SubmissionStatus
 
 router = APIRouter(prefix="/api/v1", tags=["api"])
-MAX_WAIT_S = 60
-DONE = {SubmissionStatus.passed, SubmissionStatus.failed, SubmissionStatus.error}
-
-
-@router.post(
-    "/submissions",
-    status_code=202,
-    response_model=SubmissionPublic,
-    dependencies=[Depends(limit_submissions)],
-)
-async def create_submission(
-    data: SubmissionCreate,
-    session: SessionDep,
-    content: ContentDep,
-    settings: SettingsDep,
-    owner: OwnerDep,
-    response: Response,
-    wait: Annotated[float, Query(ge=0, le=MAX_WAIT_S)] = 0,
-) -> SubmissionPublic:
-    """Queue code for grading; with `?wait=N`, hold up to N s and answer 200 once graded."""
-    # Database calls run in the thread pool: the event loop never waits on SQLite or a lock.
-    submission = await run_in_threadpool(
-        submissions.create,
-        session=session,
-        content=content,
-        settings=settings,
-        data=data,
-        owner=owner,
-    )
-    if wait > 0:
-        submission = await _wait_for(session, submission, wait, settings.poll_interval_s)
-        if submission.status in DONE:
-            response.status_code = 200
-    return submissions.to_public(submission)
-
-
-async def _wait_for(
-    session: Session, submission: Submission, wait_s: float, poll_s: float
-) -> Submission:
-    deadline = time.monotonic() + wait_s
-    while submission.status not in DONE and time.monotonic() < deadline:
-        await asyncio.sleep(poll_s)
-        await run_in_threadpool(session.refresh, submission)
-    return submission
-
-
-@router.get("/submissions/{submission_id}", response_model=SubmissionPublic)
-def read_submission(submission_id: str, session: SessionDep, owner: OwnerDep) -> SubmissionPublic:
-    submission = submissions.get_owned(session=session, submission_id=submission_id, owner=owner)
-    return submissions.to_public(submission)
 
 
 @router.get("/exercises")

@@ -6,16 +6,24 @@ from fastapi import APIRouter, Depends, Form, HTTPException, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
 from app import submissions
-from app.deps import ContentDep, LocaleDep, OwnerDep, SessionDep, SettingsDep, limit_submissions
-from app.discovery import course_links, lesson_links
+from app.deps import (
+    ContentDep,
+    LocaleDep,
+    OwnerDep,
+    SessionDep,
+    SettingsDep,
+    get_content,
+    limit_submissions,
+    valid_locale,
+)
+from app.discovery import course_links
 from app.i18n import negotiate
+from app.page_cache import conditional, lesson_response
 from app.progress import service as progress
-from app.rendering import reading_minutes
 from app.routes.api import QuizAnswer, check_quiz
 from app.security.csrf import require_form_token
 from app.submissions import SubmissionCreate
 from app.templating import render
-from gradlab.content.loader import lesson_view
 
 # Every unsafe request (each form post) must carry the CSRF token: app/security/csrf.py.
 router = APIRouter(include_in_schema=False, dependencies=[Depends(require_form_token)])
@@ -55,34 +63,21 @@ def course_page(
         path=lambda loc: f"/{loc}/",
         links=course_links(content, locale=locale, base_url=settings.public_base_url),
     )
-    return _remember(page, locale)
+    return _remember(conditional(request, page), locale)  # ETag / 304, private
 
 
 @router.get("/{locale}/lessons/{lesson}", response_class=HTMLResponse)
-def lesson_page(
-    request: Request,
-    locale: LocaleDep,
-    lesson: str,
-    content: ContentDep,
-    settings: SettingsDep,
-    quiz: str | None = None,
+async def lesson_page(
+    request: Request, locale: str, lesson: str, quiz: str | None = None
 ) -> Response:
+    """Served from app/page_cache.py: rendered once per (lesson, locale, content version),
+    per-user parts filled in per request; async and without thread-pool dependencies (each
+    sync dependency would cost a thread hop), no database unless someone may be signed in."""
+    valid_locale(locale)
+    content = get_content(request)
     if lesson not in content.lessons:
         raise HTTPException(status_code=404, detail=f"unknown lesson {lesson!r}")
-    view = lesson_view(content, lesson, locale)
-    page = render(
-        request,
-        "lesson.html",
-        locale=locale,
-        view=view,
-        minutes=reading_minutes(view),
-        course_lessons=content.lesson_list(locale),
-        quiz_outcome=quiz if quiz in ("correct", "wrong") else None,
-        path=lambda loc: f"/{loc}/lessons/{lesson}",
-        links=lesson_links(
-            content, lesson=lesson, locale=locale, base_url=settings.public_base_url
-        ),
-    )
+    page = await lesson_response(request, content=content, lesson=lesson, locale=locale, quiz=quiz)
     return _remember(page, locale)
 
 

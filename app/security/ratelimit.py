@@ -15,9 +15,9 @@ from typing import Protocol
 
 
 class RateLimiter(Protocol):
-    def hit(self, key: str, *, limit: int, window_s: float) -> float | None:
-        """Count one event for `key`. None when it is allowed; otherwise it is not counted and
-        the answer is how many seconds until it would be."""
+    def hit(self, key: str, *, limit: int, window_s: float, cost: int = 1) -> float | None:
+        """Count `cost` events for `key` (a batch: its items). None when they are allowed;
+        otherwise none is counted and the answer is how many seconds until they would be."""
         ...
 
 
@@ -31,7 +31,7 @@ class SlidingWindowLimiter:
         self._hits: dict[str, deque[float]] = {}
         self._lock = threading.Lock()
 
-    def hit(self, key: str, *, limit: int, window_s: float) -> float | None:
+    def hit(self, key: str, *, limit: int, window_s: float, cost: int = 1) -> float | None:
         now = self._clock()
         with self._lock:
             if len(self._hits) > self.MAX_KEYS:
@@ -39,9 +39,12 @@ class SlidingWindowLimiter:
             log = self._hits.setdefault(key, deque())
             while log and log[0] <= now - window_s:
                 log.popleft()
-            if len(log) >= limit:
-                return max(log[0] + window_s - now, 0.001)
-            log.append(now)
+            if cost > limit:  # never allowed: say "a whole window" rather than "now"
+                return window_s
+            if len(log) + cost > limit:
+                # the hit that must expire first so that `cost` more fit
+                return max(log[len(log) + cost - limit - 1] + window_s - now, 0.001)
+            log.extend([now] * cost)
             return None
 
     def _sweep(self, horizon: float) -> None:

@@ -5,6 +5,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from babel.numbers import format_decimal
+
 from gradlab.config import DEFAULT_LOCALE, LOCALES
 from gradlab.content.consistency import check_locale
 from gradlab.content.schema import (
@@ -82,8 +84,9 @@ class Content:
         values: Mapping[str, object] | None = None,
     ) -> str:
         """An exercise's message (a diagnosis or a check) written by the lesson's authors, in
-        `locale` or else in English, with `values` filled in. A translator's placeholder typo
-        shows the template rather than breaking grading."""
+        `locale` or else in English, with `values` filled in (floats in the locale's number
+        format). A translator's placeholder typo shows the template rather than breaking
+        grading."""
         lesson = self.lessons[self.exercises[exercise].lesson]
         template = key
         for candidate in (locale, DEFAULT_LOCALE):
@@ -91,8 +94,14 @@ class Content:
             if text is not None and getattr(text, group).get(key):
                 template = getattr(text, group)[key]
                 break
+        localized = {
+            name: format_decimal(value, format="#,##0.0##", locale=locale)
+            if isinstance(value, float)
+            else value
+            for name, value in (values or {}).items()
+        }  # 4.0 reads "4.0" in English, "4,0" in es/de/tr
         try:
-            return template.format(**(values or {}))
+            return template.format(**localized)
         except (KeyError, IndexError, ValueError):
             return template
 

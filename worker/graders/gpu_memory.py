@@ -31,7 +31,7 @@ import torch
 
 from gradlab.content.loader import Content
 from gradlab.results import Check, Diagnosis
-from worker.graders.base import Judgement
+from worker.graders.base import Judgement, ScenarioGrader
 from worker.graders.memory_problem import MemoryProblem
 from worker.harness.memory_problem import MemoryScenario
 from worker.messages import message
@@ -375,28 +375,19 @@ MESSAGES: dict[str, frozenset[str]] = {
 }
 
 
-class FitTheBudgetGrader:
+class FitTheBudgetGrader(ScenarioGrader):
     """`gpu-memory/fit-the-budget`: its hidden scenarios, judged as described above."""
 
     harness = "gpu_memory"
     messages = MESSAGES
-
-    def __init__(self, scenarios: list[dict[str, Any]]) -> None:
-        self._scenarios = scenarios
-
-    def scenarios(self) -> list[dict[str, Any]]:
-        return self._scenarios
 
     def judge(
         self, observations: Observations, *, exercise: str, locale: str, content: Content
     ) -> Judgement:
         device = "cuda" if observations.meta.get("device") == "cuda" else "cpu"
         tol = TOLERANCE[device]
-        metas = observations.meta.get("scenarios")
-        if not isinstance(metas, list) or len(metas) != len(self._scenarios):
-            raise BadObservations("one record per scenario expected")
         reports = []
-        for index, (spec, meta) in enumerate(zip(self._scenarios, metas, strict=True)):
+        for index, (spec, meta) in enumerate(self.scenario_records(observations)):
             problem = MemoryProblem(MemoryScenario.from_dict(spec))
             recording = Recording.read(observations, index, meta, problem.width, device)
             reports.append(analyse(index + 1, problem, recording, tol, device))

@@ -30,7 +30,7 @@ import torch
 from gradlab.content.loader import Content
 from gradlab.results import Check, Diagnosis
 from worker.graders.accumulation_problem import AccumulationProblem
-from worker.graders.base import Judgement
+from worker.graders.base import Judgement, ScenarioGrader
 from worker.harness.problems import AccumulationScenario
 from worker.messages import message
 from worker.observations import BadObservations, Observations
@@ -254,8 +254,8 @@ def _diagnose_weights(
             if len(window) < a and abs(ratio - len(window) / a) <= SPREAD * ratio:
                 return "partial_cycle_misscaled", {"leftover": len(window), "accum_steps": a}
             if a > 1 and abs(ratio - a) <= SPREAD * a:
-                return "loss_not_scaled", {"ratio": f"{ratio:.1f}", "accum_steps": a}
-            return "wrong_loss_scale", {"ratio": f"{ratio:.3g}", "accum_steps": a}
+                return "loss_not_scaled", {"ratio": round(ratio, 1), "accum_steps": a}
+            return "wrong_loss_scale", {"ratio": float(f"{ratio:.3g}"), "accum_steps": a}
         uniform = torch.full_like(inside, float(inside.mean()))
         if problem.tokens and _rel(inside, uniform) <= SPREAD:
             return "token_mean_of_means", {}
@@ -379,27 +379,18 @@ MESSAGES = {
 }
 
 
-class AccumulationGrader:
+class AccumulationGrader(ScenarioGrader):
     """One gradient-accumulation exercise: its hidden scenarios, judged as described above."""
 
     harness = "accumulation"
     messages = MESSAGES
 
-    def __init__(self, scenarios: list[dict[str, Any]]) -> None:
-        self._scenarios = scenarios
-
-    def scenarios(self) -> list[dict[str, Any]]:
-        return self._scenarios
-
     def judge(
         self, observations: Observations, *, exercise: str, locale: str, content: Content
     ) -> Judgement:
         tol = TOLERANCE["cuda" if observations.meta.get("device") == "cuda" else "cpu"]
-        metas = observations.meta.get("scenarios")
-        if not isinstance(metas, list) or len(metas) != len(self._scenarios):
-            raise BadObservations("one record per scenario expected")
         reports, notes = [], []
-        for index, (spec, meta) in enumerate(zip(self._scenarios, metas, strict=True)):
+        for index, (spec, meta) in enumerate(self.scenario_records(observations)):
             problem = AccumulationProblem(AccumulationScenario.from_dict(spec))
             recording = Recording.read(observations, index, meta, problem.width)
             if problem.scenario.informational:

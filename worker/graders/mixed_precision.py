@@ -34,7 +34,7 @@ import torch
 from gradlab.content.loader import Content
 from gradlab.results import Check, Diagnosis
 from worker.graders.amp_reference import AmpProblem
-from worker.graders.base import Grader, Judgement
+from worker.graders.base import Grader, Judgement, ScenarioGrader
 from worker.harness.amp_problem import AmpScenario
 from worker.messages import message
 from worker.observations import BadObservations, Observations
@@ -436,29 +436,20 @@ def _check_values(check: str, r: ScenarioReport, rec: Recording) -> dict[str, An
     return {**base, "error": _fmt(r.param_error)}
 
 
-class AmpStepGrader:
+class AmpStepGrader(ScenarioGrader):
     """The autocast + GradScaler exercise: its hidden scenarios, judged as described above."""
 
     harness = "mixed_precision"
     messages = MESSAGES
-
-    def __init__(self, scenarios: list[dict[str, Any]]) -> None:
-        self._scenarios = scenarios
-
-    def scenarios(self) -> list[dict[str, Any]]:
-        return self._scenarios
 
     def judge(
         self, observations: Observations, *, exercise: str, locale: str, content: Content
     ) -> Judgement:
         device = "cuda" if observations.meta.get("device") == "cuda" else "cpu"
         grad_tol, param_tol = GRAD_TOL[device], PARAM_TOL[device]
-        metas = observations.meta.get("scenarios")
-        if not isinstance(metas, list) or len(metas) != len(self._scenarios):
-            raise BadObservations("one record per scenario expected")
         reports: list[ScenarioReport] = []
         recordings: list[Recording] = []
-        for index, (spec, meta) in enumerate(zip(self._scenarios, metas, strict=True)):
+        for index, (spec, meta) in enumerate(self.scenario_records(observations)):
             problem = AmpProblem(AmpScenario.from_dict(spec))
             recording = Recording.read(observations, index, meta, problem.width)
             report = analyse(index + 1, problem, recording, device, grad_tol)

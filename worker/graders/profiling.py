@@ -50,7 +50,7 @@ import torch
 
 from gradlab.content.loader import Content
 from gradlab.results import Check, Diagnosis
-from worker.graders.base import Grader, Judgement
+from worker.graders.base import Grader, Judgement, ScenarioGrader
 from worker.harness.profiling import MAX_NAME
 from worker.harness.profiling_problem import (
     LABELS,
@@ -263,27 +263,18 @@ MESSAGES: dict[str, frozenset[str]] = {
 }
 
 
-class BottleneckGrader:
+class BottleneckGrader(ScenarioGrader):
     """The profiling exercise: hidden scenarios and the judgement described above."""
 
     harness = "profiling"
     messages = MESSAGES
 
-    def __init__(self, scenarios: list[dict[str, Any]]) -> None:
-        self._scenarios = scenarios
-
-    def scenarios(self) -> list[dict[str, Any]]:
-        return self._scenarios
-
     def judge(
         self, observations: Observations, *, exercise: str, locale: str, content: Content
     ) -> Judgement:
         tol = TOLERANCE["cuda" if observations.meta.get("device") == "cuda" else "cpu"]
-        metas = observations.meta.get("scenarios")
-        if not isinstance(metas, list) or len(metas) != len(self._scenarios):
-            raise BadObservations("one record per scenario expected")
         reports = []
-        for index, (spec, meta) in enumerate(zip(self._scenarios, metas, strict=True)):
+        for index, (spec, meta) in enumerate(self.scenario_records(observations)):
             scenario = ProfilingScenario.from_dict(spec)
             width = reference_run(scenario, "dataset")[0].numel()
             record = ScenarioRecord.read(observations, index, meta, scenario, width)
@@ -304,7 +295,10 @@ class BottleneckGrader:
         fast = not missing and wrong is None and speedup >= SPEEDUP_REQUIRED
         named = [_named(r) for r in reports]
         verdict = next((v for v in named if v[0] != "ok"), named[0])
-        speed_values = {"speedup": f"{speedup:.1f}", "required": f"{SPEEDUP_REQUIRED:g}"}
+        required_value = (
+            int(SPEEDUP_REQUIRED) if float(SPEEDUP_REQUIRED).is_integer() else SPEEDUP_REQUIRED
+        )
+        speed_values = {"speedup": round(speedup, 1), "required": required_value}
 
         required = {"required": speed_values["required"]}
         if missing:
@@ -410,7 +404,7 @@ def _diagnose(
     wrong: ScenarioReport | None,
     verdict: tuple[str, str],
     fast: bool,
-    speed_values: dict[str, str],
+    speed_values: dict[str, float | int],
 ) -> tuple[str, dict[str, Any]] | None:
     """The one mistake to fix first: a step that does not exist or computes something else,
     then the name, then the speed."""

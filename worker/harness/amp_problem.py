@@ -6,10 +6,12 @@ batch (an inf or NaN in its inputs) exists only in the sandbox: the trusted refe
 as a correct GradScaler loop does.
 """
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 import torch
 from torch import nn
+
+from .seeding import Scenario, init_weights
 
 IN_FEATURES = 8
 HIDDEN = 16
@@ -17,7 +19,7 @@ CLIP_EPS = 1e-6  # clip_grad_norm_'s own epsilon: coef = max_norm / (total_norm 
 
 
 @dataclass(frozen=True)
-class AmpScenario:
+class AmpScenario(Scenario):
     seed: int
     batches: int
     batch_size: int
@@ -30,11 +32,6 @@ class AmpScenario:
     # per-parameter sum here is about 2 * init_scale * mean |error| < 8k), large enough that
     # none underflows (the smallest are ~1e-4 unscaled, ~0.1 scaled).
     init_scale: float = 1024.0
-
-    @classmethod
-    def from_dict(cls, data: dict) -> "AmpScenario":
-        types = {f.name: f.type for f in fields(cls)}  # int, float, str
-        return cls(**{k: types[k](v) for k, v in data.items() if k in types})  # type: ignore[operator]
 
 
 def make_data(s: AmpScenario) -> tuple[torch.Tensor, torch.Tensor]:
@@ -63,15 +60,7 @@ def make_model(s: AmpScenario) -> nn.Module:
     never torch's global RNG)."""
     model = nn.Sequential(nn.Linear(IN_FEATURES, HIDDEN), nn.Tanh(), nn.Linear(HIDDEN, 1))
     model = model.to(torch.float64)
-    generator = torch.Generator().manual_seed(s.seed + 1)
-    with torch.no_grad():
-        for module in model.modules():
-            if isinstance(module, nn.Linear):  # PyTorch's default scale: U(-1/sqrt(fan_in), ...)
-                bound = module.in_features**-0.5
-                for p in (module.weight, module.bias):
-                    p.copy_(
-                        (torch.rand(p.shape, generator=generator, dtype=p.dtype) * 2 - 1) * bound
-                    )
+    init_weights(model, s.seed + 1)
     return model
 
 

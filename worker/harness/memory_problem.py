@@ -8,10 +8,12 @@ weights itself and never takes them from the sandbox.
 """
 
 import math
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 import torch
 from torch import nn
+
+from .seeding import Scenario, init_weights
 
 IN_FEATURES = 16
 WIDTH = 32
@@ -24,17 +26,12 @@ FINGERPRINT_SEED = 7919
 
 
 @dataclass(frozen=True)
-class MemoryScenario:
+class MemoryScenario(Scenario):
     seed: int
     examples: int
     budget: float  # the step's peak may be at most budget x the plain step's peak
     optimizer: str = "sgd"  # "sgd" | "adam"
     lr: float = 0.05
-
-    @classmethod
-    def from_dict(cls, data: dict) -> "MemoryScenario":
-        types = {f.name: f.type for f in fields(cls)}  # int, float, str
-        return cls(**{k: types[k](v) for k, v in data.items() if k in types})  # type: ignore[operator]
 
 
 def make_data(s: MemoryScenario) -> tuple[torch.Tensor, torch.Tensor]:
@@ -56,16 +53,8 @@ def make_model(s: MemoryScenario) -> nn.Sequential:
         fan_in = WIDTH
     layers.append(nn.Linear(fan_in, OUT_FEATURES))
     model = nn.Sequential(*layers).to(torch.float64)
-    generator = torch.Generator().manual_seed(s.seed + 1)
-    with torch.no_grad():
-        for module in model.modules():
-            if isinstance(module, nn.Linear):
-                bound = GAIN * math.sqrt(3 / module.in_features)  # std GAIN / sqrt(fan_in)
-                for p in (module.weight, module.bias):
-                    scale = bound if p is module.weight else 0.1
-                    p.copy_(
-                        (torch.rand(p.shape, generator=generator, dtype=p.dtype) * 2 - 1) * scale
-                    )
+    # std GAIN / sqrt(fan_in) for the weights, so every tanh layer gets a similar gradient
+    init_weights(model, s.seed + 1, lambda m: (GAIN * math.sqrt(3 / m.in_features), 0.1))
     return model
 
 

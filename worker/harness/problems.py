@@ -4,10 +4,12 @@ Everything is a pure function of the scenario (its seed above all): the trusted 
 the data and the initial weights itself and never takes them from the sandbox.
 """
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 import torch
 from torch import nn
+
+from .seeding import Scenario, init_weights
 
 IN_FEATURES = 8
 HIDDEN = 16
@@ -18,7 +20,7 @@ PAD_ID = 0
 
 
 @dataclass(frozen=True)
-class AccumulationScenario:
+class AccumulationScenario(Scenario):
     seed: int
     accum_steps: int
     microbatches: int
@@ -29,11 +31,6 @@ class AccumulationScenario:
     seq_len: int = 6  # tokens only
     sparse_microbatch: int = -1  # tokens only: this micro-batch is almost all padding
     informational: bool = False  # run and reported, never graded
-
-    @classmethod
-    def from_dict(cls, data: dict) -> "AccumulationScenario":
-        types = {f.name: f.type for f in fields(cls)}  # int, float, str, bool
-        return cls(**{k: types[k](v) for k, v in data.items() if k in types})  # type: ignore[operator]
 
 
 def make_data(s: AccumulationScenario) -> tuple[torch.Tensor, torch.Tensor]:
@@ -76,18 +73,7 @@ def make_model(s: AccumulationScenario) -> nn.Module:
     else:
         model = nn.Sequential(nn.Linear(IN_FEATURES, HIDDEN), nn.Tanh(), nn.Linear(HIDDEN, 1))
     model = model.to(torch.float64)
-    generator = torch.Generator().manual_seed(s.seed + 1)
-    with torch.no_grad():
-        for module in model.modules():
-            if isinstance(module, nn.Linear):  # PyTorch's default scale: U(-1/sqrt(fan_in), ...)
-                bound = module.in_features**-0.5
-                for p in (module.weight, module.bias):
-                    p.copy_(
-                        (torch.rand(p.shape, generator=generator, dtype=p.dtype) * 2 - 1) * bound
-                    )
-            elif isinstance(module, nn.Embedding):
-                w = module.weight
-                w.copy_(torch.randn(w.shape, generator=generator, dtype=w.dtype))
+    init_weights(model, s.seed + 1)
     return model
 
 

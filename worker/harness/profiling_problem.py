@@ -12,11 +12,13 @@ model, and the fix (statistics once, one gathered batch) computes bit-for-bit th
 import contextlib
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 import torch
 from torch import nn
 from torch.profiler import record_function
+
+from .seeding import Scenario, init_weights
 
 # The record_function labels of the starter's step, in the order they run.
 LABELS = ("load_batch", "forward", "backward", "optimizer_step", "log_metrics")
@@ -29,7 +31,7 @@ perf_counter = time.perf_counter
 
 
 @dataclass(frozen=True)
-class ProfilingScenario:
+class ProfilingScenario(Scenario):
     seed: int
     examples: int  # rows of the dataset
     features: int  # columns of the dataset
@@ -37,11 +39,6 @@ class ProfilingScenario:
     steps: int  # training steps the harness runs (timed and compared)
     optimizer: str = "sgd"  # "sgd" | "momentum" | "adam"
     lr: float = 0.05
-
-    @classmethod
-    def from_dict(cls, data: dict) -> "ProfilingScenario":
-        types = {f.name: f.type for f in fields(cls)}  # int, float, str
-        return cls(**{k: types[k](v) for k, v in data.items() if k in types})  # type: ignore[operator]
 
 
 def make_data(s: ProfilingScenario) -> tuple[torch.Tensor, torch.Tensor]:
@@ -62,15 +59,7 @@ def make_model(s: ProfilingScenario) -> nn.Module:
     """A small MLP with seeded weights (a private generator, never the global RNG)."""
     model = nn.Sequential(nn.Linear(s.features, HIDDEN), nn.Tanh(), nn.Linear(HIDDEN, CLASSES))
     model = model.to(torch.float64)
-    generator = torch.Generator().manual_seed(s.seed + 1)
-    with torch.no_grad():
-        for module in model.modules():
-            if isinstance(module, nn.Linear):
-                bound = module.in_features**-0.5
-                for p in (module.weight, module.bias):
-                    p.copy_(
-                        (torch.rand(p.shape, generator=generator, dtype=p.dtype) * 2 - 1) * bound
-                    )
+    init_weights(model, s.seed + 1)
     return model
 
 

@@ -117,7 +117,9 @@ def sign(secret: str, timestamp: int, body: bytes) -> str:
     return "sha256=" + hmac.new(secret.encode("utf-8"), message, hashlib.sha256).hexdigest()
 
 
-def verify(secret: str, timestamp: str, body: bytes, signature: str, *, tolerance_s=300) -> bool:
+def verify(
+    secret: str, timestamp: str, body: bytes, signature: str, *, tolerance_s: int = 300
+) -> bool:
     """What a receiver does (docs/api.md shows it standalone)."""
     if not timestamp.isdigit() or abs(time.time() - int(timestamp)) > tolerance_s:
         return False

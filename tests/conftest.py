@@ -2,8 +2,8 @@
 
 import os
 import re
+import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -20,8 +20,13 @@ from gradlab.content.loader import Content, load_content
 
 if TYPE_CHECKING:
     from fastapi.testclient import TestClient
+    from playwright.sync_api import Browser
+
+pytest.register_assert_rewrite("tests.pg")  # imported here, before pytest loads it as a plugin
+from tests.pg import free_port  # noqa: E402
 
 FIXTURES = Path(__file__).parent / "fixtures"
+
 pytest_plugins = ["tests.pg"]  # postgres_server, database_url, both_databases
 
 
@@ -63,12 +68,6 @@ def client(settings: Settings) -> Iterator["TestClient"]:
         yield test_client
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @dataclass(frozen=True)
 class Served:
     url: str
@@ -83,7 +82,7 @@ def served(
     or on PostgreSQL when parametrized indirectly (`parametrize("served", BOTH_DATABASES)`)."""
     backend = getattr(request, "param", "sqlite")
     data_dir = tmp_path_factory.mktemp(f"serve-data-{backend}")
-    port = _free_port()
+    port = free_port()
     env = {
         **os.environ,
         "GRADLAB_DATA_DIR": str(data_dir),
@@ -127,3 +126,26 @@ def served(
 @pytest.fixture
 def server(served: Served) -> str:
     return served.url
+
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"  # Debian's, driven by Playwright
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator["Browser"]:
+    """One headless Chromium for the browser tests (each test opens its own contexts)."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(
+            executable_path=CHROMIUM,
+            args=[
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+            ],
+        )
+        yield launched
+        launched.close()

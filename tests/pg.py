@@ -55,7 +55,8 @@ def find_pg_bin() -> Path:
     )
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A TCP port of 127.0.0.1 that is free right now."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -188,7 +189,7 @@ def postgres_server() -> Iterator[PostgresServer]:
     if run_as is not None:
         entry = pwd.getpwnam(run_as)
         os.chown(root, entry.pw_uid, entry.pw_gid)
-    server = PostgresServer(bin_dir=bin_dir, root=root, port=_free_port(), run_as=run_as)
+    server = PostgresServer(bin_dir=bin_dir, root=root, port=free_port(), run_as=run_as)
     started = time.monotonic()
     server.start()
     try:

@@ -2,33 +2,12 @@
 reads the lesson, submits from the page with JavaScript on, and reads the verdict in place."""
 
 import re
-import shutil
 from pathlib import Path
 
 import pytest
 
 CORPUS = Path(__file__).parent / "corpus" / "accumulate"
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(scope="module")
-def browser():  # type: ignore[no-untyped-def]
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=CHROMIUM,
-            args=[
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-            ],
-        )
-        yield browser
-        browser.close()
 
 
 @pytest.mark.parametrize(

@@ -35,9 +35,8 @@ from sqlmodel import Session, select
 from gradlab.config import PROJECT_ROOT, Settings
 from gradlab.db import init_db, make_engine
 from gradlab.models import Job, Submission
-from tests.conftest import _free_port
 from tests.fault_worker import FAULT_CRASH, FAULT_HOLD, FAULT_RAISE
-from tests.pg import BOTH_DATABASES, PostgresServer
+from tests.pg import BOTH_DATABASES, PostgresServer, free_port
 
 pytestmark = pytest.mark.slow
 
@@ -83,7 +82,7 @@ class Cluster:
         self.workers: list[subprocess.Popen] = []
         self.started_workers = 0
         self.web: subprocess.Popen | None = None
-        self.port = _free_port()
+        self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self._supervising = threading.Event()
         self._lock = threading.Lock()

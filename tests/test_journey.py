@@ -16,7 +16,7 @@ import os
 import re
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,7 +26,7 @@ import yaml
 from app.i18n import format_share, gettext, ngettext
 from app.rendering import markdown, markdown_inline
 from gradlab.config import PROJECT_ROOT
-from tests.test_browser import CHROMIUM, CONTENT, CORPUS, EDITOR, _page, _set_code
+from tests.test_browser import CONTENT, CORPUS, EDITOR, _page, _set_code
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, BrowserContext, Page
@@ -80,25 +80,6 @@ def diagnosis_pattern(template: str) -> re.Pattern[str]:
         for i, part in enumerate(parts)
     )
     return re.compile(pattern)
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator["Browser"]:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(
-            executable_path=CHROMIUM,
-            args=[
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-            ],
-        )
-        yield launched
-        launched.close()
 
 
 @pytest.fixture(scope="module")

@@ -229,23 +229,9 @@ def test_logging_out_leaves_the_account_data_behind(client: TestClient) -> None:
 # --- progress.js in a real browser ---------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def chromium():  # type: ignore[no-untyped-def]
-    from playwright.sync_api import sync_playwright
-
-    from tests.test_browser import CHROMIUM
-
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"]
-        )
-        yield browser
-        browser.close()
-
-
 @pytest.mark.slow
-def test_progress_script_reports_section_and_read(chromium, server: str) -> None:  # type: ignore[no-untyped-def]
-    context = chromium.new_context(viewport={"width": 1200, "height": 800})
+def test_progress_script_reports_section_and_read(browser, server: str) -> None:  # type: ignore[no-untyped-def]
+    context = browser.new_context(viewport={"width": 1200, "height": 800})
     page = context.new_page()
     errors: list[str] = []
     page.on("pageerror", lambda exc: errors.append(str(exc)))

@@ -15,14 +15,10 @@ from .problems import (
     make_model,
     make_optimizer,
 )
-from .recorder import Recorder
+from .recorder import Recorder, flat, stacked
 
 MAX_RECORDED_STEPS = 256
 MAX_RECORDED_FORWARDS = 4096
-
-
-def _flat(tensors: list[torch.Tensor]) -> torch.Tensor:
-    return torch.cat([t.detach().reshape(-1).to("cpu", torch.float64) for t in tensors])
 
 
 class RecordingLoader(DataLoader):
@@ -78,8 +74,8 @@ class AccumulationRecorder(Recorder):
         if len(self.step_grads) >= MAX_RECORDED_STEPS:
             return
         grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in self.params]
-        self.step_grads.append(_flat(grads))
-        self.step_params.append(_flat(self.params))
+        self.step_grads.append(flat(grads))
+        self.step_params.append(flat(self.params))
         self.step_meta.append(
             {
                 "yielded": self.loader.yielded,
@@ -91,11 +87,10 @@ class AccumulationRecorder(Recorder):
 
     def observations(self, prefix: str) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
         width = sum(p.numel() for p in self.params)
-        empty = torch.zeros(0, width, dtype=torch.float64)
         tensors = {
-            f"{prefix}.grads": torch.stack(self.step_grads) if self.step_grads else empty,
-            f"{prefix}.params": torch.stack(self.step_params) if self.step_params else empty,
-            f"{prefix}.final": _flat(self.params),
+            f"{prefix}.grads": stacked(self.step_grads, width),
+            f"{prefix}.params": stacked(self.step_params, width),
+            f"{prefix}.final": flat(self.params),
         }
         meta = {
             "steps": self.steps,

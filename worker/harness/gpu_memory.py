@@ -42,7 +42,7 @@ from .memory_problem import (
     make_model,
     make_optimizer,
 )
-from .recorder import Recorder
+from .recorder import Recorder, flat, stacked
 
 MAX_RECORDED_ROWS = 1 << 14  # fingerprints of the rows that went into the first layer
 MAX_RECORDED_FORWARDS = 4096
@@ -144,11 +144,6 @@ class MemoryMeter:
         return {"tracked": self.tracker.peak, "allocated": self.allocated_peak}
 
 
-def _flat(tensors: list[torch.Tensor]) -> torch.Tensor:
-    """One float64 CPU vector (copied to the CPU first: no device memory is allocated)."""
-    return torch.cat([t.detach().to("cpu").to(torch.float64).reshape(-1) for t in tensors])
-
-
 def measure_baseline(
     scenario: MemoryScenario,
     model: nn.Module,
@@ -220,7 +215,7 @@ class MemoryRecorder(Recorder):
             self.rows_truncated = True  # sizes and fingerprints stop together: they line up
             return
         with self.meter.tracker.pause():
-            self.rows.append(_flat([rows]).reshape(rows.shape) @ self._direction)
+            self.rows.append(flat([rows]).reshape(rows.shape) @ self._direction)
         self.forward_sizes.append(int(rows.shape[0]))
         self.row_count += int(rows.shape[0])
 
@@ -234,8 +229,8 @@ class MemoryRecorder(Recorder):
                 p.grad if p.grad is not None else torch.zeros(p.shape, dtype=torch.float64)
                 for p in self.params
             ]
-            self.step_grads.append(_flat(grads))
-            self.step_params.append(_flat(self.params))
+            self.step_grads.append(flat(grads))
+            self.step_params.append(flat(self.params))
 
     @contextlib.contextmanager
     def running(self) -> Iterator[None]:
@@ -253,12 +248,11 @@ class MemoryRecorder(Recorder):
 
     def observations(self, prefix: str) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
         width = sum(p.numel() for p in self.params)
-        empty = torch.zeros(0, width, dtype=torch.float64)
         rows = torch.cat(self.rows) if self.rows else torch.zeros(0, dtype=torch.float64)
         tensors = {
-            f"{prefix}.grads": torch.stack(self.step_grads) if self.step_grads else empty,
-            f"{prefix}.params": torch.stack(self.step_params) if self.step_params else empty,
-            f"{prefix}.final": _flat(self.params),
+            f"{prefix}.grads": stacked(self.step_grads, width),
+            f"{prefix}.params": stacked(self.step_params, width),
+            f"{prefix}.final": flat(self.params),
             f"{prefix}.rows": rows,
         }
         meta = {

@@ -27,7 +27,7 @@ from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 from .amp_problem import AmpScenario, make_data, make_model, make_optimizer, poisoned
-from .recorder import Recorder
+from .recorder import Recorder, flat, stacked
 
 MAX_EVENTS = 2048
 MAX_RECORDED_STEPS = 128
@@ -41,10 +41,6 @@ class ScalerMisuse(Exception):
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
-
-
-def _flat(tensors: list[torch.Tensor]) -> torch.Tensor:
-    return torch.cat([t.detach().reshape(-1).to("cpu", torch.float64) for t in tensors])
 
 
 def _finite_float(value: Any) -> float | None:
@@ -116,7 +112,7 @@ class AmpRecorder(Recorder):
 
     def _on_batch(self) -> None:
         if len(self.snapshots) < MAX_SNAPSHOTS:
-            self.snapshots.append(_flat(self.params))
+            self.snapshots.append(flat(self.params))
         self.yielded += 1
 
     # --- forward / backward -------------------------------------------------------------
@@ -157,8 +153,8 @@ class AmpRecorder(Recorder):
         if len(self.step_grads) >= MAX_RECORDED_STEPS:
             return
         grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in self.params]
-        self.step_grads.append(_flat(grads))
-        self.step_params.append(_flat(self.params))
+        self.step_grads.append(flat(grads))
+        self.step_params.append(flat(self.params))
         self.step_meta.append({"iteration": self.iteration, "direct": direct})
 
     # --- scaler and clipping --------------------------------------------------------------
@@ -246,12 +242,11 @@ class AmpRecorder(Recorder):
 
     def observations(self, prefix: str) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
         width = sum(p.numel() for p in self.params)
-        empty = torch.zeros(0, width, dtype=torch.float64)
         tensors = {
-            f"{prefix}.grads": torch.stack(self.step_grads) if self.step_grads else empty,
-            f"{prefix}.params": torch.stack(self.step_params) if self.step_params else empty,
-            f"{prefix}.snapshots": torch.stack(self.snapshots) if self.snapshots else empty,
-            f"{prefix}.final": _flat(self.params),
+            f"{prefix}.grads": stacked(self.step_grads, width),
+            f"{prefix}.params": stacked(self.step_params, width),
+            f"{prefix}.snapshots": stacked(self.snapshots, width),
+            f"{prefix}.final": flat(self.params),
         }
         meta = {
             "steps": self.steps,

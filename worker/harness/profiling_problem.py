@@ -18,6 +18,7 @@ import torch
 from torch import nn
 from torch.profiler import record_function
 
+from .recorder import flat
 from .seeding import Scenario, init_weights
 
 # The record_function labels of the starter's step, in the order they run.
@@ -77,7 +78,7 @@ def make_loss_fn() -> nn.Module:
 
 def flat_params(model: nn.Module) -> torch.Tensor:
     """All parameters as one float64 CPU vector (the observation compared on trusted ground)."""
-    return torch.cat([p.detach().reshape(-1).to("cpu", torch.float64) for p in model.parameters()])
+    return flat(list(model.parameters()))
 
 
 class TrainingStep:

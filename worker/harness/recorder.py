@@ -9,6 +9,8 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any
 
+import torch
+
 
 class Recorder:
     def count_backward(self) -> None:
@@ -26,3 +28,13 @@ class Recorder:
     def observations(self, prefix: str) -> tuple[dict[str, Any], dict[str, Any]]:
         """Tensors (named `prefix.*`) and JSON-able metadata of one scenario."""
         raise NotImplementedError
+
+
+def flat(tensors: list[torch.Tensor]) -> torch.Tensor:
+    """One float64 CPU vector (copied to the CPU first: no device memory is allocated)."""
+    return torch.cat([t.detach().to("cpu").to(torch.float64).reshape(-1) for t in tensors])
+
+
+def stacked(rows: list[torch.Tensor], width: int) -> torch.Tensor:
+    """Recorded vectors as one [len(rows), width] tensor (also when nothing was recorded)."""
+    return torch.stack(rows) if rows else torch.zeros(0, width, dtype=torch.float64)

@@ -14,10 +14,11 @@ import statistics
 import time
 from pathlib import Path
 
+from worker.graders.gradient_accumulation import TOLERANCE
+
 from gradlab.config import Settings
 from gradlab.content.loader import load_content
 from worker.graders import get_grader
-from worker.graders.gradient_accumulation import TOLERANCE
 from worker.observations import parse
 from worker.sandbox import run_in_sandbox
 

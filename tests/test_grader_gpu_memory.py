@@ -9,14 +9,14 @@ import pytest
 import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint, checkpoint_sequential
+from worker.graders.gpu_memory import SCENARIOS
+from worker.graders.memory_problem import MemoryProblem
+from worker.harness.memory_problem import MemoryScenario, fingerprint_vector
 
 from gradlab.config import PROJECT_ROOT
 from gradlab.content.loader import Content
 from worker.graders import get_grader
-from worker.graders.gpu_memory import SCENARIOS
-from worker.graders.memory_problem import MemoryProblem
 from worker.harness import gpu_memory
-from worker.harness.memory_problem import MemoryScenario, fingerprint_vector
 from worker.harness.run import run_job
 from worker.observations import BadObservations, Observations, parse
 

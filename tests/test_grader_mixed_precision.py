@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 import torch
-
-from gradlab.content.loader import Content
 from worker.graders.amp_reference import AmpProblem
 from worker.graders.mixed_precision import AMP_STEP, GRAD_TOL, GRADERS, PARAM_TOL
 from worker.harness.amp_problem import AmpScenario
+
+from gradlab.content.loader import Content
 from worker.harness.run import run_job
 from worker.observations import BadObservations, Observations, parse
 

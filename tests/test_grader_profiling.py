@@ -15,9 +15,6 @@ from typing import Any
 
 import pytest
 import torch
-
-from gradlab.config import LOCALES, PROJECT_ROOT, Settings
-from gradlab.content.loader import Content
 from worker.graders.base import Judgement
 from worker.graders.profiling import (
     GRADERS,
@@ -28,8 +25,6 @@ from worker.graders.profiling import (
     normalise_label,
     reference_run,
 )
-from worker.grading import grade
-from worker.harness import protocol
 from worker.harness.profiling_problem import (
     LABELS,
     ProfilingScenario,
@@ -39,6 +34,11 @@ from worker.harness.profiling_problem import (
     make_model,
     make_optimizer,
 )
+
+from gradlab.config import LOCALES, PROJECT_ROOT, Settings
+from gradlab.content.loader import Content
+from worker.grading import grade
+from worker.harness import protocol
 from worker.harness.run import run_job
 from worker.observations import BadObservations, Observations, parse
 

@@ -1,6 +1,5 @@
 """Grade one submission: sandboxed run, then trusted judgement, as a result object."""
 
-import json
 import logging
 import signal
 import time
@@ -11,9 +10,12 @@ from gradlab.config import Settings
 from gradlab.content.loader import Content
 from gradlab.results import GradeResult, Output, ResultError, Timings
 from worker.graders import get_grader
+from worker.graders.kit import GradedRun, PhaseResult, Texts
+from worker.jobs import SandboxJob, SandboxRun
 from worker.messages import message
 from worker.observations import BadObservations, learner_code_started, parse
-from worker.sandbox import SandboxRun, gpu_device_nodes, run_in_sandbox
+from worker.pool import run_in_sandbox
+from worker.sandbox import gpu_device_nodes
 
 log = logging.getLogger(__name__)
 LEARNER_ERROR_KINDS = {"syntax_error", "runtime_error", "memory_limit"}
@@ -37,18 +39,9 @@ def resolve_device(exercise_device: str, settings: Settings) -> str:
 
 
 class Runner(Protocol):
-    """Runs one job in a sandbox: `run_in_sandbox` (cold) or `WarmPool.run`."""
+    """Runs one job in sandboxes: `run_in_sandbox` (a fresh slot) or `WarmPool.run`."""
 
-    def __call__(
-        self,
-        *,
-        settings: Settings,
-        spec_json: str,
-        code: str,
-        wall_s: float,
-        memory_mb: int,
-        use_gpu: bool,
-    ) -> SandboxRun: ...
+    def __call__(self, *, settings: Settings, job: SandboxJob) -> SandboxRun: ...
 
 
 def grade(
@@ -81,10 +74,11 @@ def grade(
 
 
 def _output(run: SandboxRun) -> Output:
+    stdout, stderr = run.output("stdout"), run.output("stderr")
     return Output(
-        stdout=run.stdout.data.decode("utf-8", errors="replace"),
-        stderr=run.stderr.data.decode("utf-8", errors="replace"),
-        truncated=run.stdout.truncated or run.stderr.truncated,
+        stdout=stdout.data.decode("utf-8", errors="replace"),
+        stderr=stderr.data.decode("utf-8", errors="replace"),
+        truncated=stdout.truncated or stderr.truncated,
     )
 
 
@@ -92,59 +86,69 @@ def _grade(
     *, content: Content, settings: Settings, exercise: str, code: str, locale: str, runner: Runner
 ) -> GradeResult:
     definition = content.exercises[exercise]
-    grader = get_grader(definition.spec.grader)
+    grader = get_grader(exercise)
     device = resolve_device(definition.spec.device, settings)
-    spec = {
-        "exercise": exercise,
-        "harness": grader.harness,
-        "device": device,
-        "scenarios": grader.scenarios(),
-    }
     limits = definition.spec.limits
     wall_s = min(limits.wall_s, settings.max_wall_s or limits.wall_s)
-    run = runner(
-        settings=settings,
-        spec_json=json.dumps(spec),
+    job = SandboxJob(
+        spec={
+            "exercise": exercise,
+            "harness": grader.harness,
+            "device": device,
+            "scenarios": grader.scenarios,
+        },
         code=code,
+        phases=grader.phases(device),
         wall_s=wall_s,
         memory_mb=limits.memory_mb,
         use_gpu=device == "cuda",
     )
+    run = runner(settings=settings, job=job)
     common = {"output": _output(run), "device": device, "locale": locale}
-    if run.memory_exceeded:  # before timeouts: a job at its cap crawls until it times out
+    learner = run.learner_phases
+    if any(phase.memory_exceeded for phase in learner):
+        # before timeouts: a job at its cap crawls until it times out
         text = message(locale, "error.memory_limit", limit=limits.memory_mb)
         return GradeResult.failure(ResultError(kind="memory_limit", message=text), **common)
-    if run.timed_out or run.returncode == -signal.SIGXCPU:  # wall clock or CPU time
+    if any(p.timed_out or p.returncode == -signal.SIGXCPU for p in learner):  # wall or CPU
         text = message(locale, "error.timeout", limit=wall_s)
         return GradeResult.failure(ResultError(kind="timeout", message=text), **common)
-    if run.observations.truncated:
+    if any(phase.observations.truncated for phase in learner):
         # Only code in the sandbox can flood the observation channel: the learner's.
         mib = settings.max_observation_bytes >> 20
         text = message(locale, "error.output_limit", limit=mib)
         return GradeResult.failure(ResultError(kind="output_limit", message=text), **common)
-    try:
-        observations = parse(run.observations.data)
-    except BadObservations as exc:
-        if not learner_code_started(run.observations.data):
-            # the harness failed before the learner's code ran: ours, never the learner's
-            log.error(
-                "sandbox exited %s without observations; stderr: %s",
-                run.returncode,
-                run.stderr.data[-4000:].decode("utf-8", errors="replace"),
+    if len(run.phases) < len(job.phases):
+        raise RuntimeError(f"the job stopped after {len(run.phases)} of {len(job.phases)} phases")
+    results = []
+    for phase in run.phases:
+        try:
+            observations = parse(phase.observations.data)
+        except BadObservations as exc:
+            if not phase.phase.learner or not learner_code_started(phase.observations.data):
+                # a trusted phase, or the harness failed before the learner's code ran: ours
+                log.error(
+                    "phase %s exited %s without observations; stderr: %s",
+                    phase.phase.name,
+                    phase.returncode,
+                    phase.stderr.data[-4000:].decode("utf-8", errors="replace"),
+                )
+                raise
+            # The learner's code runs in the harness's process: once it has started, whatever
+            # ends that process early or garbles the channel (os._exit, closing or writing to
+            # the channel) is the learner's doing.
+            log.info("unreadable observations after the learner's code started: %s", exc)
+            text = message(locale, "error.no_observations")
+            return GradeResult.failure(ResultError(kind="runtime_error", message=text), **common)
+        learner_error = observations.meta.get("error") if phase.phase.learner else None
+        if learner_error is not None:
+            return GradeResult.failure(
+                _learner_error(learner_error, limits.memory_mb, locale), **common
             )
-            raise
-        # The learner's code runs in the harness's process: once it has started, whatever
-        # ends that process early or garbles the channel (os._exit, closing or writing to the
-        # channel) is the learner's doing.
-        log.info("unreadable observations after the learner's code started: %s", exc)
-        text = message(locale, "error.no_observations")
-        return GradeResult.failure(ResultError(kind="runtime_error", message=text), **common)
-    learner_error = observations.meta.get("error")
-    if learner_error is not None:
-        return GradeResult.failure(
-            _learner_error(learner_error, limits.memory_mb, locale), **common
-        )
-    judgement = grader.judge(observations, exercise=exercise, locale=locale, content=content)
+        results.append(PhaseResult(phase, observations))
+    graded = GradedRun(device=device, scenarios=grader.scenarios, phases=results)
+    texts = Texts(content=content, exercise=exercise, locale=locale)
+    judgement = grader.judge(graded, texts)
     return GradeResult.from_checks(judgement.checks, diagnosis=judgement.diagnosis, **common)
 
 

@@ -20,8 +20,7 @@ from gradlab.results import Timings
 from gradlab.webhooks import Dispatcher
 from worker.graders import warm_up
 from worker.grading import Runner, grade, has_gpu
-from worker.pool import WarmPool
-from worker.sandbox import run_in_sandbox
+from worker.pool import WarmPool, run_in_sandbox
 
 log = logging.getLogger("gradlab.worker")
 DB_RETRY_S = 2.0

@@ -1,34 +1,44 @@
-"""The warm pool: per worker slot, a long-lived sandbox whose zygote (`harness.zygote`) has
-already imported torch and forks one child per job, so a job costs a fork, not an interpreter
-and a `import torch` (seconds).
+"""Sandbox slots: per slot, a long-lived sandbox whose zygote (`harness.zygote`) has already
+imported torch and forks one child per phase of a job, so a phase costs a fork, not an
+interpreter and an `import torch` (seconds).
 
-Each slot is one bubblewrap sandbox with every protection of the cold path (namespaces, seccomp,
-read-only runtime, its own pids cgroup, rlimits) plus `--as-pid-1` for its zygote. After each job
-the zygote kills everything else in the slot and wipes its scratch areas. A slot whose job timed
-out, whose zygote stopped answering, or which broke the protocol in any way is killed whole and
-started afresh: nothing a job did can reach the next job through a slot that could not be
-cleaned.
+Each slot is one bubblewrap sandbox with every protection of `worker.sandbox` (namespaces,
+seccomp, read-only runtime, rlimits) plus `--as-pid-1` for its zygote, in a cgroup of its own.
+Every phase's process is moved into a fresh cgroup below it before it reads its phase, so the
+kernel keeps that phase's memory peak and CPU time apart from everything else, and the worker
+reads them from outside (`worker.cgroups`). After each phase the zygote kills everything else in
+the slot and wipes its scratch areas. A slot whose phase timed out, whose zygote stopped
+answering, or which broke the protocol in any way is killed whole and started afresh: nothing a
+job did can reach the next job through a slot that could not be cleaned.
+
+`WarmPool` keeps warm slots for a worker; `run_in_sandbox` (the cold path) starts a slot for one
+job and stops it afterwards.
 """
 
+import contextlib
+import hashlib
 import json
 import logging
 import os
 import queue
+import secrets
 import select
-import signal
 import socket
 import struct
 import subprocess
 import threading
 import time
+import uuid
 from typing import Any
 
 from gradlab.config import Settings
-from worker.confinement import JobCgroup, seccomp_fd
+from worker.cgroups import Cgroup
+from worker.confinement import seccomp_fd
 from worker.gpu_watchdog import watch_gpu_memory
+from worker.harness.protocol import FrameError, frame, read_frame
+from worker.jobs import Phase, PhaseRun, SandboxJob, SandboxRun, Stream, TimedBlock
 from worker.sandbox import (
-    SandboxRun,
-    Stream,
+    SandboxUnavailable,
     bwrap_argv,
     drain,
     host_uid_for_sandbox,
@@ -37,12 +47,95 @@ from worker.sandbox import (
 
 log = logging.getLogger(__name__)
 START_TIMEOUT_S = 120.0
-CLEANUP_GRACE_S = 1.0  # the zygote's reap and wipe after a job
+FORK_TIMEOUT_S = 10.0
+CLEANUP_GRACE_S = 1.0  # the zygote's reap and wipe after a phase
+TRUSTED_PHASE_S = 120.0  # trusted phases do not spend the learner's wall clock
+SETTLE_S = 0.05  # how long a phase may take to go to sleep after "done" (see PhaseClock)
 MAX_ANSWER = 4096
 
 
 class SlotBroken(RuntimeError):
     """The slot could not be started or stopped keeping the protocol."""
+
+
+class PhaseClock:
+    """The worker's side of a phase's go/done conversation (harness/protocol.py).
+
+    At "ready" the phase is blocked reading its socket, so the kernel has charged every
+    nanosecond it ran to its cgroup: the CPU time is read, and "go" carries a fresh nonce. At
+    "done" (which carries the result) the phase waits for "ack"; once it sleeps, the CPU time is
+    read again. The difference is the kernel's count of the CPU every process of the phase
+    spent between the two, threads and children included; the wall time is kept too (CUDA work
+    is not CPU time). Anything else on the socket ends the conversation as broken.
+    """
+
+    def __init__(self, sock: socket.socket, cgroup: Cgroup | None, pid: int | None, blocks: int):
+        self.sock = sock
+        self.cgroup = cgroup
+        self.pid = pid
+        self.blocks = blocks
+        self.timed: list[TimedBlock] = []
+        self.error: str | None = None
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+
+    def __enter__(self) -> "PhaseClock":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self._thread.join(timeout=5)
+        self.sock.close()
+
+    def _cpu_ns(self) -> int | None:
+        return self.cgroup.cpu_ns() if self.cgroup is not None else None
+
+    def _settle(self) -> None:
+        """Wait (briefly) until the phase's process is off the CPU: the kernel charges a
+        running task's time to its cgroup when it stops running."""
+        if self.pid is None:
+            return
+        deadline = time.monotonic() + SETTLE_S
+        while time.monotonic() < deadline:
+            try:
+                with open(f"/proc/{self.pid}/stat", "rb") as stat:
+                    state = stat.read().rsplit(b")", 1)[1].split()[0]
+            except (OSError, IndexError):
+                return
+            if state != b"R":
+                return
+            time.sleep(0.0002)
+
+    def _serve(self) -> None:
+        try:
+            while True:
+                try:
+                    header, _ = read_frame(self.sock)
+                except FrameError:
+                    return  # the phase ended (or closed its end): no more blocks
+                tag = header.get("tag")
+                if (
+                    header.get("k") != "ready"
+                    or len(self.timed) >= self.blocks
+                    or isinstance(tag, bool)
+                    or not isinstance(tag, int)
+                ):
+                    self.error = f"unexpected {str(header.get('k'))[:20]!r} frame"
+                    return
+                nonce = secrets.randbits(62)
+                cpu_before, wall_before = self._cpu_ns(), time.monotonic_ns()
+                self.sock.sendall(frame({"k": "go", "nonce": nonce}))
+                header, result = read_frame(self.sock)
+                wall = time.monotonic_ns() - wall_before
+                if header.get("k") != "done":
+                    self.error = "expected done"
+                    return
+                self._settle()
+                cpu_after = self._cpu_ns()
+                cpu = None if cpu_before is None or cpu_after is None else cpu_after - cpu_before
+                self.timed.append(TimedBlock(tag, nonce, result, cpu, wall))
+                self.sock.sendall(frame({"k": "ack"}))
+        except (FrameError, OSError) as exc:
+            self.error = f"clock conversation broke: {exc}"[:200]
 
 
 class Slot:
@@ -52,12 +145,17 @@ class Slot:
         self.gpu_id = gpu_id
         self.process: subprocess.Popen[bytes] | None = None
         self.control: socket.socket | None = None
-        self.cgroup: JobCgroup | None = None
+        self.cgroup: Cgroup | None = None
+        self._sandbox_pids: set[int] = set()  # bwrap and the zygote, in the zygote's cgroup
+        self._cache: dict[str, PhaseRun] = {}  # cacheable trusted phases, for this zygote
 
     def start(self) -> None:
         ours, theirs = socket.socketpair()
         seccomp = seccomp_fd()
-        self.cgroup = JobCgroup.create(self.settings.max_processes, self.settings.slot_memory_mb)
+        self.cgroup = Cgroup.slot(
+            max_pids=self.settings.max_processes, memory_mb=self.settings.slot_memory_mb
+        )
+        zygote = self.cgroup.at("zygote") if self.cgroup is not None else None
         argv = bwrap_argv(
             settings=self.settings,
             harness_args=["harness.zygote", str(theirs.fileno())],
@@ -66,31 +164,38 @@ class Slot:
             as_pid_1=True,
             gpu_id=self.gpu_id,
         )
-        cgroup, host_uid = self.cgroup, host_uid_for_sandbox(self.settings)
-        self.process = subprocess.Popen(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=None,  # the zygote's own errors go to the worker's log
-            pass_fds=(theirs.fileno(), seccomp),
-            start_new_session=True,
-            preexec_fn=lambda: limit_resources(
-                None, self.settings.slot_memory_mb, cgroup, host_uid
-            ),
-            env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
-        )
-        os.close(seccomp)
-        theirs.close()
+        host_uid = host_uid_for_sandbox(self.settings)
+        try:
+            self.process = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=None,  # the zygote's own errors go to the worker's log
+                pass_fds=(theirs.fileno(), seccomp),
+                start_new_session=True,
+                preexec_fn=lambda: limit_resources(
+                    None, self.settings.slot_memory_mb, zygote, host_uid
+                ),
+                env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
+            )
+        except OSError as exc:
+            self.stop()
+            raise SandboxUnavailable(f"cannot start {self.settings.bwrap_path!r}: {exc}") from exc
+        finally:
+            os.close(seccomp)
+            theirs.close()
         self.control = ours
         ready, _, _ = select.select([ours], [], [], START_TIMEOUT_S)
         if not ready or ours.recv(5) != b"ready":
             self.stop()
             raise SlotBroken("the zygote did not start")
+        self._sandbox_pids = zygote.procs() if zygote is not None else set()
+        self._cache.clear()  # a new zygote: trusted phases are measured again
 
     def stop(self) -> None:
         """Kill the whole slot: bwrap, its pid namespace, and anything left in its cgroup."""
         if self.process is not None and self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGKILL)
+            os.killpg(self.process.pid, 9)
             self.process.wait()
         if self.control is not None:
             self.control.close()
@@ -102,100 +207,181 @@ class Slot:
     def running(self) -> bool:
         return self.control is not None
 
-    def run(self, *, spec_json: str, code: str, wall_s: float, memory_mb: int) -> SandboxRun:
-        if self.control is None:
-            self.start()
+    def run(self, job: SandboxJob) -> SandboxRun:
+        """Run the job's phases in order; stop early once the learner's time is spent or a
+        phase broke the slot."""
+        started = time.monotonic()
+        learner_deadline = started + job.wall_s
+        runs: list[PhaseRun] = []
+        caps = {"stdout": self.settings.max_output_bytes, "stderr": self.settings.max_output_bytes}
+        for phase in job.phases:
+            key = _cache_key(job, phase) if phase.cacheable else None
+            if key is not None and key in self._cache:
+                runs.append(self._cache[key])
+                continue
+            if self.control is None:
+                self.start()
+            timeout = learner_deadline - time.monotonic() if phase.learner else TRUSTED_PHASE_S
+            run = self._run_phase(job, phase, max(timeout, 0.0), caps)
+            runs.append(run)
+            if phase.learner:
+                for name in caps:
+                    caps[name] = max(caps[name] - len(getattr(run, name).data), 0)
+            elif run.returncode != 0:
+                log.error("trusted phase %s exited %s: %s", phase.name, run.returncode,
+                          run.stderr.data[-4000:].decode("utf-8", errors="replace"))  # fmt: skip
+            if run.timed_out or run.memory_exceeded or self.control is None:
+                break
+            if key is not None and run.returncode == 0 and run.clock_error is None:
+                self._cache[key] = run
+        return SandboxRun(phases=runs, wall_s=time.monotonic() - started)
+
+    def _run_phase(
+        self, job: SandboxJob, phase: Phase, timeout_s: float, caps: dict[str, int]
+    ) -> PhaseRun:
         assert self.control is not None
         request = json.dumps(
             {
-                "spec": json.loads(spec_json),
-                "code": code,
-                "limits": {"cpu_s": int(wall_s) + 5, "memory_mb": memory_mb},
+                "spec": job.spec,
+                "phase": phase.name,
+                "indices": list(phase.scenarios),
+                "code": job.code if phase.learner else phase.script,
+                "limits": {"cpu_s": int(timeout_s) + 5, "memory_mb": job.memory_mb},
             }
         ).encode()
         pipes = [os.pipe() for _ in range(3)]  # stdout, stderr, observations
-        job_read, job_write = os.pipe()  # the job itself, read only by the job's own process
-        streams = [Stream(), Stream(), Stream()]
-        caps = [self.settings.max_output_bytes] * 2 + [self.settings.max_observation_bytes]
-        cgroup = self.cgroup
-        memory_hits = cgroup.memory_limit_hits() if cgroup else 0
-        started = time.monotonic()
+        job_read, job_write = os.pipe()  # the phase itself, read only by the phase's process
+        clock_ours, clock_theirs = socket.socketpair()
+        theirs = [w for _, w in pipes] + [job_read, clock_theirs.fileno()]
         try:
-            socket.send_fds(self.control, [b"job"], [w for _, w in pipes] + [job_read])
+            socket.send_fds(self.control, [b"job"], theirs)
         except OSError:
-            for fd in (job_read, job_write, *(fd for pair in pipes for fd in pair)):
+            for fd in (job_write, *(r for r, _ in pipes)):
                 os.close(fd)
+            clock_ours.close()
             self.stop()
             raise SlotBroken("the slot stopped taking jobs") from None
-        os.close(job_read)
-        threading.Thread(target=_write_and_close, args=(job_write, request), daemon=True).start()
-        for _, w in pipes:
-            os.close(w)
+        finally:
+            for fd in theirs[:-1]:
+                os.close(fd)
+            clock_theirs.close()
+        streams = [Stream(), Stream(), Stream()]
+        limits = [caps["stdout"], caps["stderr"], self.settings.max_observation_bytes]
         readers = [
             threading.Thread(target=drain, args=(r, cap, stream), daemon=True)
-            for (r, _), cap, stream in zip(pipes, caps, streams, strict=True)
+            for (r, _), cap, stream in zip(pipes, limits, streams, strict=True)
         ]
         for reader in readers:
             reader.start()
+        run = PhaseRun(phase, None, streams[2], stdout=streams[0], stderr=streams[1])
+        cgroup, pid = self._enter_phase_cgroup(job)
+        if cgroup is None and self.cgroup is not None:
+            os.close(job_write)  # the child reads nothing and ends; the slot is suspect
+            self.stop()
+            raise SlotBroken("could not put the phase's process in its cgroup")
+        threading.Thread(target=_write_and_close, args=(job_write, request), daemon=True).start()
+        started = time.monotonic()
         watchdog = watch_gpu_memory(
-            self.use_gpu, self.settings.gpu_memory_mb, cgroup.pids if cgroup else set
+            self.use_gpu, self.settings.gpu_memory_mb, cgroup.procs if cgroup else set
         )
-        with watchdog:
-            answer = self._answer(wall_s + CLEANUP_GRACE_S)
-        memory_exceeded = cgroup is not None and cgroup.memory_limit_hits() > memory_hits
-        memory_exceeded |= bool(getattr(watchdog, "exceeded", False))
-        timed_out = answer is None and time.monotonic() - started >= wall_s
-        if answer is None:
-            self.stop()  # timed out or broke the protocol: nothing of it may reach the next job
+        with PhaseClock(clock_ours, cgroup, pid, phase.timed_blocks) as clock, watchdog:
+            answer = self._frame(timeout_s + CLEANUP_GRACE_S)
+            if answer is None:
+                self.stop()  # timed out or broke the protocol: nothing may reach the next job
+        run.timed, run.clock_error = clock.timed, clock.error
+        run.gpu_peak_bytes = getattr(watchdog, "peak", None)
+        run.timed_out = answer is None and time.monotonic() - started >= timeout_s
+        if cgroup is not None:
+            run.peak_bytes = cgroup.peak_bytes()
+            run.memory_exceeded = cgroup.memory_limit_hits() > 0
+            cgroup.remove()
+        run.memory_exceeded |= bool(getattr(watchdog, "exceeded", False))
+        status = answer.get("status") if answer else None
+        if isinstance(status, int):
+            run.returncode = (
+                -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+            )
         for reader in readers:
             reader.join(timeout=5)
-        status = answer.get("status") if answer else None
-        return SandboxRun(
-            returncode=_returncode(status) if isinstance(status, int) else None,
-            stdout=streams[0],
-            stderr=streams[1],
-            observations=streams[2],
-            timed_out=timed_out,
-            wall_s=time.monotonic() - started,
-            memory_exceeded=memory_exceeded,
-        )
+        return run
 
-    def _answer(self, timeout_s: float) -> dict[str, Any] | None:
+    def _enter_phase_cgroup(self, job: SandboxJob) -> tuple[Cgroup | None, int | None]:
+        """Wait for the zygote's "forked", then move that child into a fresh phase cgroup (it
+        is still blocked reading its phase, so nothing it does escapes the new cgroup)."""
+        answer = self._frame(FORK_TIMEOUT_S)
+        if answer is None or not isinstance(answer.get("forked"), int):
+            self.stop()
+            raise SlotBroken("the zygote did not fork")
+        if self.cgroup is None:
+            return None, None
+        zygote = self.cgroup.at("zygote")
+        new = zygote.procs() - self._sandbox_pids
+        if len(new) != 1:
+            return None, None
+        (pid,) = new
+        try:
+            cgroup = self.cgroup.child(
+                f"phase-{uuid.uuid4().hex[:12]}",
+                max_pids=self.settings.max_processes,
+                memory_mb=job.memory_mb,
+            )
+        except OSError:
+            log.exception("could not make a phase cgroup")
+            return None, None
+        try:
+            cgroup.enter(pid)
+        except OSError:
+            cgroup.remove()
+            return None, None
+        return cgroup, pid
+
+    def _frame(self, timeout_s: float) -> dict[str, Any] | None:
+        """One answer frame from the zygote, or None (timeout, closed, malformed)."""
         assert self.control is not None
         deadline = time.monotonic() + timeout_s
         data = b""
         while True:
-            left = deadline - time.monotonic()
-            ready, _, _ = select.select([self.control], [], [], max(left, 0))
-            if not ready:
-                return None
-            chunk = self.control.recv(MAX_ANSWER)
-            if not chunk:
-                return None
-            data += chunk
             if len(data) >= 4:
                 (size,) = struct.unpack(">I", data[:4])
                 if size > MAX_ANSWER:
                     return None
                 if len(data) >= 4 + size:
-                    try:
+                    if len(data) > 4 + size:
+                        return None  # the zygote sends one frame at a time
+                    with contextlib.suppress(ValueError):
                         answer = json.loads(data[4 : 4 + size])
-                    except ValueError:
-                        return None
-                    return answer if isinstance(answer, dict) else None
+                        return answer if isinstance(answer, dict) else None
+                    return None
+            left = deadline - time.monotonic()
+            ready, _, _ = select.select([self.control], [], [], max(left, 0))
+            if not ready:
+                return None
+            chunk = self.control.recv(4 + MAX_ANSWER - len(data))
+            if not chunk:
+                return None
+            data += chunk
+
+
+def _cache_key(job: SandboxJob, phase: Phase) -> str:
+    scenarios = [job.spec["scenarios"][i] for i in phase.scenarios]
+    material = [
+        job.spec["harness"],
+        job.spec["device"],
+        job.memory_mb,
+        phase.name,
+        phase.script,
+        scenarios,
+    ]
+    return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()
 
 
 def _write_and_close(fd: int, data: bytes) -> None:
-    """Hand the job to its process; a job that never reads it just ends the write."""
+    """Hand the phase to its process; a process that never reads it just ends the write."""
     try:
         with os.fdopen(fd, "wb") as sink:
             sink.write(data)
     except OSError:
         pass
-
-
-def _returncode(status: int) -> int:
-    return -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
 
 
 class WarmPool:
@@ -209,28 +395,19 @@ class WarmPool:
         ]
         self._lock = threading.Condition()
         self._broken: queue.Queue[Slot | None] = queue.Queue()
-        JobCgroup.sweep()
+        Cgroup.sweep()
         for slot in self._free:
             slot.start()  # pre-warmed before the first job arrives
         threading.Thread(target=self._restarter, daemon=True).start()
 
-    def run(
-        self,
-        *,
-        settings: Settings,
-        spec_json: str,
-        code: str,
-        wall_s: float,
-        memory_mb: int,
-        use_gpu: bool,
-    ) -> SandboxRun:
-        del settings, use_gpu  # fixed per slot when the pool was made
+    def run(self, *, settings: Settings, job: SandboxJob) -> SandboxRun:
+        del settings  # fixed per slot when the pool was made
         with self._lock:
             while not self._free:
                 self._lock.wait()
             slot = self._free.pop()
         try:
-            return slot.run(spec_json=spec_json, code=code, wall_s=wall_s, memory_mb=memory_mb)
+            return slot.run(job)
         finally:
             if slot.running:
                 self._release(slot)
@@ -258,3 +435,14 @@ class WarmPool:
         with self._lock:
             for slot in self._free:
                 slot.stop()
+
+
+def run_in_sandbox(*, settings: Settings, job: SandboxJob) -> SandboxRun:
+    """The cold path: a fresh slot for this one job, stopped afterwards."""
+    gpu_id = settings.gpu_ids[0] if settings.gpu_ids else None
+    slot = Slot(settings, job.use_gpu, gpu_id)
+    slot.start()
+    try:
+        return slot.run(job)
+    finally:
+        slot.stop()

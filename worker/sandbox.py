@@ -1,4 +1,5 @@
-"""Run one job's harness inside bubblewrap, with limits, and collect what it left behind.
+"""The sandbox around every job: bubblewrap's argv, the limits set before it starts, and the
+draining of what comes out. `worker.pool` starts and drives sandboxes built from these.
 
 Security reasoning, in order of the argv built below:
 - new user, pid, net, ipc, uts and cgroup namespaces: the job sees no other process, no network
@@ -6,55 +7,25 @@ Security reasoning, in order of the argv built below:
 - the filesystem is empty but for read-only binds of the system libraries and the Python runtime
   (not the project, not the data dir), a fresh /proc, a minimal /dev, and tmpfs /tmp and /scratch
   that vanish with the namespace, so nothing a job writes outlives it or reaches another job;
-- the job's inputs are bound read-only from a private temp dir the trusted side wrote;
+- the job's inputs arrive on a pipe that only the job's own process reads (`worker.pool`);
 - its environment is cleared and rebuilt from a fixed list;
 - --die-with-parent and --new-session: the job dies with the worker and cannot reach the
   worker's terminal; the whole process group is killed at the wall-clock limit;
 - observations come back over a pipe, capped in size, and are parsed as safetensors only.
 """
 
-import logging
 import os
 import resource
-import shutil
-import signal
-import subprocess
 import sys
 import sysconfig
-import tempfile
-import threading
-import time
-from dataclasses import dataclass
 from pathlib import Path
 
 from gradlab.config import Settings
-from worker.confinement import JobCgroup, seccomp_fd
-from worker.gpu_watchdog import watch_gpu_memory
+from worker.cgroups import Cgroup
+from worker.jobs import Stream
 
-log = logging.getLogger(__name__)
 HARNESS_DIR = Path(__file__).resolve().parent / "harness"
 SANDBOX_UID = 65534  # nobody
-
-
-@dataclass
-class Stream:
-    data: bytes = b""
-    total: int = 0
-
-    @property
-    def truncated(self) -> bool:
-        return self.total > len(self.data)
-
-
-@dataclass
-class SandboxRun:
-    returncode: int | None
-    stdout: Stream
-    stderr: Stream
-    observations: Stream
-    timed_out: bool
-    wall_s: float
-    memory_exceeded: bool = False  # the kernel killed a process of it over its memory cgroup
 
 
 class SandboxUnavailable(RuntimeError):
@@ -132,12 +103,11 @@ def bwrap_argv(
     harness_args: list[str],
     use_gpu: bool,
     seccomp_fd: int | None = None,
-    job_dir: Path | None = None,
     as_pid_1: bool = False,
     gpu_id: int | None = None,
 ) -> list[str]:
-    """bwrap's argv around `python -m harness...`: the cold path binds the job's inputs
-    (`job_dir`), the warm pool's zygote runs as the namespace's PID 1 (`as_pid_1`)."""
+    """bwrap's argv around `python -m harness...` (the zygote runs as the namespace's PID 1
+    with `as_pid_1`)."""
     argv = [settings.bwrap_path, *ISOLATION, *PRIVATE_MOUNTS, "--ro-bind", "/usr", "/usr"]
     for path in PROC_READ_ONLY:
         if Path(path).exists():
@@ -163,8 +133,6 @@ def bwrap_argv(
     for root in _python_roots():
         argv += ["--ro-bind", root, root]
     argv += ["--ro-bind", str(HARNESS_DIR), "/gradlab/harness"]
-    if job_dir is not None:
-        argv += ["--ro-bind", str(job_dir), "/gradlab/job"]
     argv += ["--chdir", "/scratch"]
     if use_gpu:
         for node in gpu_device_nodes():
@@ -183,6 +151,11 @@ def bwrap_argv(
         "MKL_NUM_THREADS": "1",
         "CUBLAS_WORKSPACE_CONFIG": ":4096:8",
         "LANG": "C.UTF-8",
+        # Every allocation of 16 KiB or more (a tensor's storage) gets pages of its own and
+        # gives them back when freed, so the kernel's memory peak of a job follows its live
+        # tensors instead of the heap's history (glibc would otherwise raise this threshold
+        # as it goes and keep freed tensors in the heap).
+        "MALLOC_MMAP_THRESHOLD_": "16384",
     }
     if use_gpu and Path("/usr/local/nvidia/lib64").is_dir():
         env["LD_LIBRARY_PATH"] = "/usr/local/nvidia/lib64:/usr/local/nvidia/lib"
@@ -218,7 +191,7 @@ def host_uid_for_sandbox(settings: Settings) -> int | None:
 
 
 def limit_resources(
-    cpu_s: int | None, memory_mb: int, cgroup: JobCgroup | None, host_uid: int | None = None
+    cpu_s: int | None, memory_mb: int, cgroup: Cgroup | None, host_uid: int | None = None
 ) -> None:
     """Runs in the child between fork and exec: the cgroup, rlimits and the host uid apply to
     bwrap and everything the sandbox starts."""
@@ -247,97 +220,3 @@ def drain(fd: int, cap: int, into: Stream) -> None:
                 chunks.append(chunk[: cap - kept])
                 kept += len(chunks[-1])
     into.data = b"".join(chunks)
-
-
-def run_in_sandbox(
-    *,
-    settings: Settings,
-    spec_json: str,
-    code: str,
-    wall_s: float,
-    memory_mb: int,
-    use_gpu: bool,
-) -> SandboxRun:
-    if shutil.which(settings.bwrap_path) is None:
-        raise SandboxUnavailable(
-            f"{settings.bwrap_path!r} not found: install bubblewrap (apt-get install bubblewrap)"
-        )
-    with tempfile.TemporaryDirectory(prefix="gradlab-job-") as tmp:
-        job_dir = Path(tmp)
-        (job_dir / "spec.json").write_text(spec_json, encoding="utf-8")
-        (job_dir / "submission.py").write_text(code, encoding="utf-8")
-        os.chmod(job_dir, 0o755)
-        for name in ("spec.json", "submission.py"):
-            os.chmod(job_dir / name, 0o644)
-        return _run(settings, job_dir, wall_s, memory_mb, use_gpu)
-
-
-def _run(
-    settings: Settings, job_dir: Path, wall_s: float, memory_mb: int, use_gpu: bool
-) -> SandboxRun:
-    obs_read, obs_write = os.pipe()
-    seccomp = seccomp_fd()
-    host_uid = host_uid_for_sandbox(settings)
-    cgroup = JobCgroup.create(settings.max_processes, memory_mb)
-    if cgroup is None:
-        log.warning("no pids cgroup available: the job's process count is not capped")
-    argv = bwrap_argv(
-        settings=settings,
-        harness_args=["harness.run", str(obs_write)],
-        use_gpu=use_gpu,
-        seccomp_fd=seccomp,
-        job_dir=job_dir,
-    )
-    started = time.monotonic()
-    process = subprocess.Popen(
-        argv,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        pass_fds=(obs_write, seccomp),
-        start_new_session=True,
-        preexec_fn=lambda: limit_resources(int(wall_s) + 5, memory_mb, cgroup, host_uid),
-        env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
-    )
-    os.close(seccomp)
-    os.close(obs_write)
-    streams = {"stdout": Stream(), "stderr": Stream(), "observations": Stream()}
-    assert process.stdout is not None and process.stderr is not None
-    readers = [
-        threading.Thread(target=drain, args=(fd, cap, streams[name]), daemon=True)
-        for name, fd, cap in (
-            ("stdout", os.dup(process.stdout.fileno()), settings.max_output_bytes),
-            ("stderr", os.dup(process.stderr.fileno()), settings.max_output_bytes),
-            ("observations", obs_read, settings.max_observation_bytes),
-        )
-    ]
-    process.stdout.close()
-    process.stderr.close()
-    for reader in readers:
-        reader.start()
-    timed_out = False
-    watchdog = watch_gpu_memory(use_gpu, settings.gpu_memory_mb, cgroup.pids if cgroup else set)
-    try:
-        with watchdog:
-            process.wait(timeout=wall_s)
-    except subprocess.TimeoutExpired:
-        timed_out = True
-        # Kill bwrap's group (still unreaped, so the pgid cannot have been reused); the pid
-        # namespace dies with bwrap, taking every process of the job with it.
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
-    memory_exceeded = cgroup is not None and cgroup.memory_limit_hits() > 0
-    memory_exceeded |= bool(getattr(watchdog, "exceeded", False))
-    if cgroup is not None:
-        cgroup.remove()  # whatever the job left running (a setsid daemon...) dies here
-    for reader in readers:
-        reader.join(timeout=5)
-    return SandboxRun(
-        returncode=process.returncode,
-        stdout=streams["stdout"],
-        stderr=streams["stderr"],
-        observations=streams["observations"],
-        timed_out=timed_out,
-        wall_s=time.monotonic() - started,
-        memory_exceeded=memory_exceeded,
-    )

@@ -1,14 +1,15 @@
 """Load the course from `lessons/` and build per-locale views with English fallback."""
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from babel.numbers import format_decimal
+from babel.numbers import format_decimal, format_scientific
 
 from gradlab.config import DEFAULT_LOCALE, LOCALES
-from gradlab.content.consistency import check_locale
+from gradlab.content.consistency import check_locale, placeholders
 from gradlab.content.schema import (
     Course,
     ExerciseSpec,
@@ -85,25 +86,35 @@ class Content:
     ) -> str:
         """An exercise's message (a diagnosis or a check) written by the lesson's authors, in
         `locale` or else in English, with `values` filled in (floats in the locale's number
-        format). A translator's placeholder typo shows the template rather than breaking
-        grading."""
-        lesson = self.lessons[self.exercises[exercise].lesson]
+        format). The message contract (`gradlab lessons check`) keeps keys and placeholders
+        right; should one still be wrong, the template is shown rather than grading failing."""
+        definition = self.exercises[exercise]
+        lesson = self.lessons[definition.lesson]
         template = key
         for candidate in (locale, DEFAULT_LOCALE):
             text = lesson.texts.get(candidate)
-            if text is not None and getattr(text, group).get(key):
-                template = getattr(text, group)[key]
+            found = text.exercises.get(definition.spec.id) if text is not None else None
+            if found is not None and getattr(found, group).get(key):
+                template = getattr(found, group)[key]
                 break
         localized = {
-            name: format_decimal(value, format="#,##0.0##", locale=locale)
-            if isinstance(value, float)
-            else value
+            name: format_number(value, locale) if isinstance(value, float) else value
             for name, value in (values or {}).items()
-        }  # 4.0 reads "4.0" in English, "4,0" in es/de/tr
+        }
         try:
             return template.format(**localized)
         except (KeyError, IndexError, ValueError):
             return template
+
+
+def format_number(value: float, locale: str) -> str:
+    """Two significant digits in the locale's format ("4.0", "4,0", "0.0065"); very small
+    numbers in scientific notation ("3.2E-7"); "∞" for what is not finite."""
+    if not math.isfinite(value):
+        return "∞"
+    if value != 0 and abs(value) < 1e-3:
+        return format_scientific(value, format="#.#E0", locale=locale)
+    return format_decimal(value, format="@@", locale=locale)
 
 
 def load_content(content_dir: Path) -> Content:
@@ -165,6 +176,7 @@ def _load_lesson(folder: Path, lesson_id: str, course: Course) -> Lesson:
             problems.extend(exc.problems)
             continue
         problems.extend(_check_keys(file, lines, spec, text, course))
+        problems.extend(_check_messages(file, lines, spec, text, locale))
         if locale == DEFAULT_LOCALE:
             problems.extend(_check_english_complete(file, lines, spec, text, course))
         english = texts.get(DEFAULT_LOCALE)
@@ -208,6 +220,51 @@ def _check_keys(
                     f"{wanted} options, has {len(given.options)}",
                 )
             )
+    return problems
+
+
+def _check_messages(
+    file: Path, lines: dict, spec: LessonSpec, text: LessonText, locale: str
+) -> list[Problem]:
+    """Every grader message of an exercise keeps its contract (lesson.yaml `messages:`): no key
+    outside it, exactly its placeholders, and in English every key present (the fallback)."""
+    problems = []
+    for exercise in spec.exercises:
+        given = text.exercises.get(exercise.id)
+        for group in ("checks", "diagnoses"):
+            contract: dict[str, list[str]] = getattr(exercise.messages, group)
+            messages: dict[str, str] = getattr(given, group) if given is not None else {}
+            where = ("exercises", exercise.id, group)
+            for key, template in messages.items():
+                loc = (*where, key)
+                if key not in contract:
+                    problems.append(
+                        Problem(file, line_of(lines, loc), f"{'.'.join(loc)}: not in the "
+                                f"exercise's message contract (lesson.yaml messages.{group})")
+                    )  # fmt: skip
+                    continue
+                found, wanted = placeholders(template), set(contract[key])
+                if found != wanted:
+                    shown = [", ".join(sorted(names)) or "none" for names in (found, wanted)]
+                    problems.append(
+                        Problem(
+                            file,
+                            line_of(lines, loc),
+                            f"{'.'.join(loc)}: placeholders {{{shown[0]}}} differ from the "
+                            f"contract's {{{shown[1]}}}",
+                        )
+                    )
+            if locale == DEFAULT_LOCALE and given is not None:
+                for key in contract:
+                    if not messages.get(key):
+                        loc = (*where, key)
+                        problems.append(
+                            Problem(
+                                file,
+                                line_of(lines, loc),
+                                f"{'.'.join(loc)}: missing in English (the grader shows it)",
+                            )
+                        )
     return problems
 
 

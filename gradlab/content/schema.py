@@ -65,12 +65,29 @@ class Limits(Strict):
     memory_mb: int = Field(default=4096, ge=256, le=65536)
 
 
+MessageKey = Annotated[str, StringConstraints(pattern=r"^[a-z0-9_]+(\.[a-z0-9_]+)*$")]
+Placeholder = Annotated[str, StringConstraints(pattern=r"^[a-z_][a-z0-9_]*$")]
+
+
+class MessageContract(Strict):
+    """The messages an exercise's grader takes from the locale files, each with exactly the
+    `{placeholders}` it fills in (every locale is checked against this)."""
+
+    checks: dict[MessageKey, list[Placeholder]] = Field(default_factory=dict)
+    diagnoses: dict[MessageKey, list[Placeholder]] = Field(
+        default_factory=dict, description="diagnosis code -> its placeholders"
+    )
+
+
 class ExerciseSpec(Strict):
     id: Slug
     starter: str = Field(description="starter code file, relative to the lesson folder")
-    grader: str = Field(description="name of the trusted grader in worker.graders")
     device: Literal["auto", "cpu", "cuda"] = "auto"
     limits: Limits = Field(default_factory=Limits)
+    messages: MessageContract = Field(
+        default_factory=MessageContract,
+        description="the grader's messages (worker/graders/exercises/<harness>)",
+    )
 
 
 class LessonSpec(Strict):
@@ -118,6 +135,12 @@ class ExerciseText(Strict):
     title: Text
     instructions: Text
     hints: list[Text] = Field(default_factory=list)
+    diagnoses: dict[str, Text] = Field(
+        default_factory=dict, description="diagnosis code -> message, with {placeholders}"
+    )
+    checks: dict[str, Text] = Field(
+        default_factory=dict, description="check message key -> message, with {placeholders}"
+    )
 
 
 class LessonText(Strict):
@@ -132,9 +155,3 @@ class LessonText(Strict):
     sections: dict[str, SectionText] = Field(default_factory=dict)
     faq: dict[str, FaqText] = Field(default_factory=dict)
     exercises: dict[str, ExerciseText] = Field(default_factory=dict)
-    diagnoses: dict[str, Text] = Field(
-        default_factory=dict, description="diagnosis code -> message, with {placeholders}"
-    )
-    checks: dict[str, Text] = Field(
-        default_factory=dict, description="check message key -> message, with {placeholders}"
-    )

@@ -3,8 +3,9 @@
 A translated part (a section, a FAQ answer, an exercise, the title + subtitle) may carry
 `source: <hash>`, the hash of the English part it was translated from; `gradlab lessons stamp`
 writes it. When the English later changes, the hashes stop matching and the part is reported
-as outdated until a translator updates it and stamps it again. Grader messages (`diagnoses`,
-`checks`) are single strings: they are only reported as present or missing.
+as outdated until a translator updates it and stamps it again. An exercise's grader messages
+(its `diagnoses` and `checks`) are single strings: they are only reported as present or missing,
+and are not part of the exercise's hash.
 """
 
 import hashlib
@@ -22,6 +23,7 @@ from gradlab.content.schema import LessonText
 from gradlab.content.yamlfile import Path_, Problem, line_of
 
 PartState = Literal["translated", "outdated", "unstamped", "missing"]
+MESSAGE_GROUPS = {"source", "diagnoses", "checks"}  # not hashed with their exercise
 
 
 def source_hash(value: BaseModel | dict) -> str:
@@ -42,7 +44,8 @@ def _dump(value: BaseModel | dict) -> dict:
 
 @dataclass(frozen=True)
 class PartStatus:
-    key: str  # "header", "sections.<id>", "faq.<key>", "exercises.<id>", "diagnoses.<code>", ...
+    key: str  # "header", "sections.<id>", "faq.<key>", "exercises.<id>",
+    # "exercises.<id>.diagnoses.<code>", "exercises.<id>.checks.<key>"
     state: PartState
     words: int  # English words: the part's weight in the translated share
     line: int  # where the part is (or its parent, when missing) in the locale file
@@ -76,7 +79,12 @@ def _english_parts(lesson: Lesson, content: Content) -> dict[str, BaseModel | di
     }
     parts.update({f"sections.{s.id}": english.sections[s.id] for s in lesson.spec.sections})
     parts.update({f"faq.{key}": english.faq[key] for key in content.course.faq})
-    parts.update({f"exercises.{e.id}": english.exercises[e.id] for e in lesson.spec.exercises})
+    parts.update(
+        {
+            f"exercises.{e.id}": english.exercises[e.id].model_dump(exclude=MESSAGE_GROUPS)
+            for e in lesson.spec.exercises
+        }
+    )
     return parts
 
 
@@ -113,12 +121,15 @@ def locale_status(content: Content, lesson_id: str, locale: str) -> LocaleStatus
         line = line_of(lines, _loc(key)) if key != "header" else lines.get(("title",), 1)
         parts.append(PartStatus(key, state, _words(english), line, stored, current))
     english_text = lesson.texts[DEFAULT_LOCALE]
-    for group in ("diagnoses", "checks"):
-        for name, message in getattr(english_text, group).items():
-            present = bool(getattr(text, group).get(name))
-            line = line_of(lines, (group, name))
-            state = "translated" if present else "missing"
-            parts.append(PartStatus(f"{group}.{name}", state, _words(message), line))
+    for exercise in lesson.spec.exercises:
+        english_exercise = english_text.exercises[exercise.id]
+        local_exercise = text.exercises.get(exercise.id)
+        for group in ("diagnoses", "checks"):
+            for name, message in getattr(english_exercise, group).items():
+                local = getattr(local_exercise, group) if local_exercise is not None else {}
+                loc = ("exercises", exercise.id, group, name)
+                state = "translated" if local.get(name) else "missing"
+                parts.append(PartStatus(".".join(loc), state, _words(message), line_of(lines, loc)))
     folder = content.content_dir / lesson_id if content.content_dir else Path(lesson_id)
     return LocaleStatus(
         lesson=lesson_id,

@@ -1,8 +1,9 @@
-"""What every exercise's in-sandbox recorder offers `run_job`: hooks around the learner's script.
+"""What every exercise's in-sandbox recorder offers `run_phase`: hooks around the learner's script.
 
-A harness module has `setup(scenario, device, dtype) -> (names, recorder)`; `names` become the
-script's globals and the recorder watches them. Everything a recorder reports is an observation
-only: the trusted side decides what it means.
+An exercise's `setup(scenario, ctx) -> (names, recorder)` makes the script's globals (`names`)
+and the recorder that watches them. Everything a recorder reports is an observation, and it
+lives in the learner's process: the trusted side uses it for feedback (which mistake, where),
+and decides pass or fail only on what it recomputes or what the kernel measured from outside.
 """
 
 import contextlib
@@ -24,6 +25,12 @@ class Recorder:
     def after_script(self, names: dict[str, Any]) -> None:
         """Called once the script has run, with its globals (e.g. to call a function it
         defined). Errors raised here are the learner's, reported at the learner's line."""
+
+    def failed(self, exc: BaseException) -> bool:
+        """Called when the script raised `exc`. True: the recorder knows its cause and has noted
+        it (the script counts as stopped, not crashed); False: a learner's runtime error."""
+        del exc
+        return False
 
     def observations(self, prefix: str) -> tuple[dict[str, Any], dict[str, Any]]:
         """Tensors (named `prefix.*`) and JSON-able metadata of one scenario."""

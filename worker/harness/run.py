@@ -1,24 +1,45 @@
-"""Run one job inside the sandbox: the learner's script once per scenario, observations out.
+"""Run one phase of a job inside the sandbox, observations out.
 
-`run_job` is called by the warm pool's zygote (`harness.zygote`) in a freshly forked child, or,
-on the cold path, by `python -m harness.run OBS_FD`, which reads /gradlab/job/spec.json and
-/gradlab/job/submission.py (read-only binds). Either way it writes one safetensors blob of
+Called by the zygote (`harness.zygote`) in a freshly forked child, after the worker has moved
+that child into the phase's own cgroup. A phase is either the learner's script, run once per
+scenario with the exercise's names and recorder, or one of the exercise's trusted routines
+(`TRUSTED_PHASES`), which never sees learner code. Either way it writes one safetensors blob of
 observations to the observation channel. Errors are reported as observations too; the trusted
 side decides what they mean.
+
+Exercises are the packages in `harness/exercises/`: each has `setup(scenario, ctx) -> (names,
+recorder)` for the learner's phase and may have `TRUSTED_PHASES = {name: routine(scenario, ctx)
+-> (tensors, meta)}`.
 """
 
 import contextlib
 import importlib
-import json
 import os
 import sys
 import traceback
+from pathlib import Path
+from types import ModuleType
 from typing import Any, BinaryIO
 
-JOB_DIR = "/gradlab/job"
+from .context import Clock, Context
+
 SUBMISSION_NAME = "submission.py"
-# Exercise harnesses: modules of this package with `setup(scenario, device, dtype)`.
-HARNESSES = ("accumulation", "mixed_precision", "profiling", "gpu_memory")
+EXERCISES_DIR = Path(__file__).resolve().parent / "exercises"
+
+
+def exercise_names() -> list[str]:
+    """The exercise packages that exist (found on disk, not kept in a table)."""
+    return sorted(
+        entry.name
+        for entry in os.scandir(EXERCISES_DIR)
+        if entry.is_dir() and (Path(entry.path) / "__init__.py").exists()
+    )
+
+
+def exercise_module(name: str) -> ModuleType:
+    if name not in exercise_names():
+        raise ValueError(f"unknown exercise harness {name!r}")
+    return importlib.import_module(f"{__package__}.exercises.{name}")
 
 
 def _learner_error(exc: BaseException, source_lines: list[str]) -> dict[str, Any]:
@@ -35,27 +56,20 @@ def _learner_error(exc: BaseException, source_lines: list[str]) -> dict[str, Any
         "kind": kind,
         "message": "\n".join(line.rstrip("\n") for line in lines),
         "line": frames[-1].lineno if frames else None,
+        "exception": type(exc).__name__,
     }
 
 
-def main() -> None:
-    """Cold path: one fresh interpreter per job."""
-    obs_fd = int(sys.argv[1])
-    with open(os.path.join(JOB_DIR, "spec.json"), encoding="utf-8") as f:
-        spec = json.load(f)
-    with open(os.path.join(JOB_DIR, SUBMISSION_NAME), encoding="utf-8") as f:
-        source = f.read()
-    run_job(spec, source, os.fdopen(obs_fd, "wb", closefd=True))
-
-
-def run_job(spec: dict[str, Any], source: str, out: BinaryIO) -> None:
+def run_phase(request: dict[str, Any], out: BinaryIO, clock: Clock) -> None:
+    """Run the phase `request` describes ({"spec": ..., "phase": ..., "indices": [...],
+    "code": ...}) and write its observations to `out`. With `code` (the learner's, or a trusted
+    script) the phase runs it per scenario; without, the harness routine named `phase`."""
     import torch
 
     from . import protocol
 
-    if spec["harness"] not in HARNESSES:
-        raise ValueError(f"unknown harness {spec['harness']!r}")
-    harness = importlib.import_module(f".{spec['harness']}", __package__)
+    spec = request["spec"]
+    exercise = exercise_module(spec["harness"])
     torch.set_num_threads(1)
     device = torch.device(spec["device"])
     if device.type == "cuda":
@@ -67,8 +81,44 @@ def run_job(spec: dict[str, Any], source: str, out: BinaryIO) -> None:
     else:
         dtype = torch.float64  # exact enough that any mistake stands out by orders of magnitude
 
-    meta: dict[str, Any] = {"device": device.type, "dtype": str(dtype), "scenarios": []}
+    phase, indices = request["phase"], [int(i) for i in request["indices"]]
+    meta: dict[str, Any] = {
+        "device": device.type,
+        "dtype": str(dtype),
+        "phase": phase,
+        "indices": indices,
+        "scenarios": [],
+    }
     tensors: dict[str, Any] = {}
+    contexts = [Context(device, dtype, clock, index) for index in indices]
+    if request.get("code") is not None:
+        _run_script(request["code"], spec, exercise, contexts, meta, tensors, out)
+    else:
+        out.write(protocol.READY_MARKER)
+        routine = exercise.TRUSTED_PHASES[phase]
+        for ctx in contexts:
+            scenario_tensors, scenario_meta = routine(spec["scenarios"][ctx.index], ctx)
+            tensors.update(scenario_tensors)
+            meta["scenarios"].append(scenario_meta)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    out.write(protocol.encode(tensors, meta))
+    out.close()
+
+
+def _run_script(
+    source: str,
+    spec: dict[str, Any],
+    exercise: ModuleType,
+    contexts: list[Context],
+    meta: dict[str, Any],
+    tensors: dict[str, Any],
+    out: BinaryIO,
+) -> None:
+    import torch
+
+    from . import protocol
+
     try:
         code = compile(source, SUBMISSION_NAME, "exec", dont_inherit=True)
     except SyntaxError as exc:
@@ -82,8 +132,8 @@ def run_job(spec: dict[str, Any], source: str, out: BinaryIO) -> None:
     out.write(protocol.READY_MARKER)
     out.flush()
     original_backward = torch.Tensor.backward
-    for index, scenario in enumerate(spec["scenarios"] if code is not None else []):
-        names, recorder = harness.setup(scenario, device, dtype)
+    for ctx in contexts if code is not None else []:
+        names, recorder = exercise.setup(spec["scenarios"][ctx.index], ctx)
 
         def backward(self, *args, _recorder=recorder, **kwargs):  # type: ignore[no-untyped-def]
             _recorder.count_backward()
@@ -98,22 +148,14 @@ def run_job(spec: dict[str, Any], source: str, out: BinaryIO) -> None:
         except SystemExit:
             pass
         except BaseException as exc:  # the learner's code failed: report where, stop here
-            meta["error"] = _learner_error(exc, source.splitlines())
+            if not recorder.failed(exc):
+                meta["error"] = _learner_error(exc, source.splitlines())
         finally:
             torch.Tensor.backward = original_backward
-        if device.type == "cuda":
+        if ctx.device.type == "cuda":
             torch.cuda.synchronize()
-        scenario_tensors, scenario_meta = recorder.observations(f"s{index}")
+        scenario_tensors, scenario_meta = recorder.observations(f"s{ctx.index}")
         tensors.update(scenario_tensors)
         meta["scenarios"].append(scenario_meta)
         if "error" in meta:
             break
-
-    sys.stdout.flush()
-    sys.stderr.flush()
-    out.write(protocol.encode(tensors, meta))
-    out.close()
-
-
-if __name__ == "__main__":
-    main()

@@ -1,12 +1,15 @@
 """The warm pool's zygote: a long-lived process inside one sandbox slot that has imported torch
 (CUDA never initialised here) and forks one child per job.
 
-Protocol on the control socket (fd given as argv[1]): the zygote sends b"ready"; then, per job,
-the worker sends the bytes b"job" with four fds attached (one sendmsg, SCM_RIGHTS):
-stdout, stderr, observations, and the read end of a pipe carrying the job itself (JSON {spec,
-code, limits}). The zygote forks; only the child reads the job, sets its rlimits and runs the
-harness; the zygote waits for it, kills every other process in the slot and wipes the scratch
-areas, then answers one frame {"status": waitpid status}.
+Protocol on the control socket (fd given as argv[1]): the zygote sends b"ready"; then, per phase
+of a job, the worker sends the bytes b"job" with five fds attached (one sendmsg, SCM_RIGHTS):
+stdout, stderr, observations, the read end of a pipe carrying the phase itself (JSON {spec,
+phase, indices, code, limits}), and the phase's clock socket. The zygote forks and answers a
+frame {"forked": pid}; the worker moves that child into the phase's own cgroup and only then
+writes the phase into the pipe, so everything the phase does is charged to that cgroup. Only the
+child reads the phase; it sets its rlimits and runs the harness. The zygote waits for it, kills
+every other process in the slot and wipes the scratch areas, then answers a frame
+{"status": waitpid status}. Frames are a 4-byte big-endian length and a JSON object.
 
 Security reasoning: the zygote runs as PID 1 of the slot's pid namespace (`bwrap --as-pid-1`),
 so no job process can signal it (the kernel drops signals to a namespace's init that it has no
@@ -20,6 +23,7 @@ job starts from a fresh fork, with /scratch, /tmp and /dev/shm emptied.
 
 import contextlib
 import ctypes
+import gc
 import json
 import os
 import resource
@@ -76,12 +80,13 @@ def _reap_all() -> None:
 
 
 def _child(fds: list[int], control: socket.socket) -> None:
-    """In the forked child: read the job, become it. Never returns."""
+    """In the forked child: wait for the phase (the worker writes it once this process is in
+    the phase's cgroup), become it. Never returns."""
     try:
         control.close()
         os.setsid()
         ctypes.CDLL(None).prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)
-        stdout, stderr, obs, job = fds
+        stdout, stderr, obs, job, clock = fds
         with os.fdopen(job, "rb") as source:
             request: dict[str, Any] = json.loads(source.read(MAX_JOB))
         os.dup2(stdout, 1)
@@ -96,9 +101,11 @@ def _child(fds: list[int], control: socket.socket) -> None:
         os.chdir("/scratch")
         sys.stdout = open(1, "w", encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115
         sys.stderr = open(2, "w", encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115
-        from harness.run import run_job
+        from harness.context import Clock
+        from harness.run import run_phase
 
-        run_job(request["spec"], request["code"], os.fdopen(obs, "wb", closefd=True))
+        clock_socket = socket.socket(fileno=clock)
+        run_phase(request, os.fdopen(obs, "wb", closefd=True), Clock(clock_socket))
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(0)
@@ -131,18 +138,20 @@ WARM_UP_SCENARIOS = [
 
 
 def _warm_up() -> None:
-    """Run a tiny job once, here, so that every lazy import and first-use initialisation of
+    """Run a tiny phase once, here, so that every lazy import and first-use initialisation of
     torch (optimizers, autograd, DataLoader, safetensors) is paid before the first fork, not by
     every job. CPU only and single-threaded: forking after it stays safe."""
     import io
 
-    from harness.run import run_job
+    from harness.context import LocalClock
+    from harness.run import run_phase
 
     spec = {"harness": "accumulation", "device": "cpu", "scenarios": WARM_UP_SCENARIOS}
+    request = {"spec": spec, "phase": "learner", "indices": [0, 1, 2], "code": WARM_UP_CODE}
     saved = sys.stdout
     sys.stdout = io.StringIO()
     try:
-        run_job(spec, WARM_UP_CODE, io.BytesIO())
+        run_phase(request, io.BytesIO(), LocalClock())
     finally:
         sys.stdout = saved
     threads = len(os.listdir("/proc/self/task"))
@@ -150,44 +159,51 @@ def _warm_up() -> None:
         print(f"zygote: {threads} threads after warm-up; forking may be unsafe", file=sys.stderr)
 
 
+def _send(control: socket.socket, answer: dict[str, Any]) -> None:
+    encoded = json.dumps(answer).encode()
+    control.sendall(struct.pack(">I", len(encoded)) + encoded)
+
+
 def main() -> None:
     control = socket.socket(fileno=int(sys.argv[1]))
     ctypes.CDLL(None).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
     # Everything a job would import, loaded once here; CUDA stays uninitialised.
-    import importlib
-
     import harness.run
     import numpy  # noqa: F401
     import safetensors.torch  # noqa: F401
     import torch
     import torch.utils.data
 
-    for name in harness.run.HARNESSES:
-        importlib.import_module(f"harness.{name}")
+    for name in harness.run.exercise_names():
+        harness.run.exercise_module(name)
     torch.set_num_threads(1)
     _warm_up()
+    # Every object alive now is inherited by each forked phase: keep the garbage collector
+    # off them, so that a collection in a phase does not touch (and copy) the pages they sit
+    # on. Otherwise when a collection happens would add megabytes to a phase's memory peak.
+    gc.freeze()
     mounts = _mount_points()  # fixed for the slot's life: a job cannot mount (seccomp)
     control.sendall(b"ready")
     while True:
         try:
-            message, fds, _flags, _addr = socket.recv_fds(control, 16, 4)
+            message, fds, _flags, _addr = socket.recv_fds(control, 16, 5)
         except OSError:
             return
         if not message:
             return  # the worker is gone: so are we (and, as PID 1, the whole slot)
-        if message != JOB_FRAME or len(fds) != 4:
+        if message != JOB_FRAME or len(fds) != 5:
             return  # not our protocol: end the slot
         pid = os.fork()
         if pid == 0:
             _child(fds, control)
         for fd in fds:
             os.close(fd)
+        _send(control, {"forked": pid})
         _, status = os.waitpid(pid, 0)
         _reap_all()
         for path in SCRATCH_DIRS:
             _wipe(path, mounts)
-        answer = json.dumps({"status": status}).encode()
-        control.sendall(struct.pack(">I", len(answer)) + answer)
+        _send(control, {"status": status})
 
 
 if __name__ == "__main__":

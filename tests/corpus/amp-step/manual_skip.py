@@ -1,6 +1,8 @@
-# expect: failed inf_step_not_skipped
-# Skips non-finite losses by hand: no step is taken, but the scaler never sees the overflow, so
-# its scale never backs off.
+# expect: passed
+# Skips non-finite losses by hand, so the scaler never sees the overflow and its scale never
+# backs off. In bfloat16 (the CPU's dtype) no number depends on the scale, so nothing measured
+# outside the learner's process can tell this from the reference: it passes. (With float16 on
+# a GPU the scale matters; see docs/grading-integrity.md.)
 for x, y in loader:
     optimizer.zero_grad()
     with torch.autocast(device_type, dtype=amp_dtype):

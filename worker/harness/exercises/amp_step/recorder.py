@@ -7,11 +7,12 @@ Everything is an observation; the trusted grader decides what it means.
 
 One exception to "only watches": torch raises a RuntimeError on the second iteration of a loop
 that never calls scaler.update() ("unscale_() is being called after step()"), an AssertionError
-on scaler.update() without any scaler.step()/unscale_() ("No inf checks were recorded"), and
-"Attempting to unscale FP16 gradients" for a model cast to float16. Those messages name torch
-internals, not the learner's mistake, so the wrappers detect these situations *before* torch
-does, stop the script with `ScalerMisuse`, and report why; the grader turns that into a
-diagnosis.
+on scaler.update() without any scaler.step()/unscale_() and on scaler.step() once the gradients
+were cleared after backward ("No inf checks were recorded"), and "Attempting to unscale FP16
+gradients" for a model cast to float16. Those messages name torch internals, not the learner's
+mistake, so the wrappers detect these situations *before* torch does, stop the script with
+`ScalerMisuse`, and report why (`failed` does the same for the ones that slip through); the
+grader turns that into a diagnosis.
 
 No side effects at import (the warm pool's zygote imports this module): CUDA is touched only in
 `setup`, in the forked job process.
@@ -26,13 +27,20 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
-from .amp_problem import AmpScenario, make_data, make_model, make_optimizer, poisoned
-from .recorder import Recorder, flat, stacked
+from ...context import Context
+from ...recorder import Recorder, flat, stacked
+from .problem import AmpScenario, make_data, make_model, make_optimizer, poisoned
 
 MAX_EVENTS = 2048
 MAX_RECORDED_STEPS = 128
 MAX_SNAPSHOTS = 128
 MAX_DTYPES = 4
+# (text in torch's message, the stop reason it means)
+KNOWN_ERRORS = (
+    ("No inf checks were recorded", "grads_cleared"),
+    ("unscale_() has already been called", "unscaled_twice"),
+    ("Attempting to unscale FP16 gradients", "fp16_weights"),
+)
 
 
 class ScalerMisuse(Exception):
@@ -187,6 +195,8 @@ class AmpRecorder(Recorder):
         def step_(opt: torch.optim.Optimizer, *args: Any, **kwargs: Any) -> Any:
             if self._stepped:
                 raise ScalerMisuse("missing_update")
+            if all(p.grad is None for group in opt.param_groups for p in group["params"]):
+                raise ScalerMisuse("grads_cleared")  # torch: "No inf checks were recorded"
             before = self.steps
             self._in_scaler_step = True
             try:
@@ -240,6 +250,15 @@ class AmpRecorder(Recorder):
             for owner, original in zip(owners, originals, strict=True):
                 owner.clip_grad_norm_ = original  # type: ignore[attr-defined]
 
+    def failed(self, exc: BaseException) -> bool:
+        """Torch's own errors whose cause is known: stop as ScalerMisuse would have."""
+        text = str(exc)
+        reason = next((r for marker, r in KNOWN_ERRORS if marker in text), None)
+        if reason is None:
+            return False
+        self.stopped, self.stopped_iteration = reason, self.iteration
+        return True
+
     def observations(self, prefix: str) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
         width = sum(p.numel() for p in self.params)
         tensors = {
@@ -265,12 +284,10 @@ class AmpRecorder(Recorder):
         return tensors, meta
 
 
-def setup(
-    scenario_data: dict, device: torch.device, dtype: torch.dtype
-) -> tuple[dict[str, Any], AmpRecorder]:
+def setup(scenario_data: dict, ctx: Context) -> tuple[dict[str, Any], AmpRecorder]:
     """The learner's globals for one scenario, and the recorder watching them. The model is
-    float32 whatever `dtype` the harness uses elsewhere: mixed precision starts from fp32."""
-    del dtype
+    float32 whatever `ctx.dtype` the harness uses elsewhere: mixed precision starts from fp32."""
+    device = ctx.device
     scenario = AmpScenario.from_dict(scenario_data)
     x, y = make_data(scenario)
     x = poisoned(scenario, x)

@@ -11,7 +11,8 @@ from functools import lru_cache
 import torch
 from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
-from worker.harness.memory_problem import (
+from worker.graders.kit import Fingerprints
+from worker.harness.exercises.fit_the_budget.problem import (
     MemoryScenario,
     fingerprint_vector,
     make_data,
@@ -29,9 +30,7 @@ class MemoryProblem:
         self.initial = parameters_to_vector(self.params).detach().clone()
         self.width = self.initial.numel()
         self.examples = scenario.examples
-        projections = self.x @ fingerprint_vector()
-        self._sorted, self._order = torch.sort(projections)
-        self._scale = float(projections.abs().max())
+        self.fingerprints = Fingerprints(self.x, fingerprint_vector())
 
     def gradient(self, theta: torch.Tensor, rows: Sequence[int] | None = None) -> torch.Tensor:
         """Gradient of the mean loss over `rows` (all examples when None) at parameters theta:
@@ -45,24 +44,6 @@ class MemoryProblem:
     def reference_after(self) -> torch.Tensor:
         """Parameters after the one plain full-batch step (computed once per process)."""
         return _reference_after(self.scenario)
-
-    def match_rows(self, fingerprints: torch.Tensor, tol: float) -> list[int] | None:
-        """The example index of each fingerprint, or None if one matches no example: the
-        nearest projection, accepted within `tol` relative to the projections' scale (float32
-        inputs on CUDA move a projection by ~1e-7 of it; distinct examples sit ~1e-5 apart)."""
-        if fingerprints.numel() == 0:
-            return []
-        if not bool(torch.isfinite(fingerprints).all()):
-            return None
-        right = torch.searchsorted(self._sorted, fingerprints).clamp(max=self.examples - 1)
-        left = (right - 1).clamp(min=0)
-        left_gap = (fingerprints - self._sorted[left]).abs()
-        right_gap = (fingerprints - self._sorted[right]).abs()
-        nearest = torch.where(left_gap <= right_gap, left, right)
-        gap = torch.minimum(left_gap, right_gap)
-        if float(gap.max()) > tol * max(self._scale, 1.0):
-            return None
-        return [int(i) for i in self._order[nearest]]
 
 
 @lru_cache(maxsize=16)

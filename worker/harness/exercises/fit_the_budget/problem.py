@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from .seeding import Scenario, init_weights
+from ...seeding import Scenario, init_weights
 
 IN_FEATURES = 16
 WIDTH = 32

@@ -1,6 +1,7 @@
 """A mixed-precision scenario rebuilt on trusted ground: clean data, the unscaled and clipped
-reference gradient of any batch at any parameters, and the float64 reference run that skips
-the poisoned batch. Nothing here comes from the sandbox except parameter vectors.
+reference gradient of any batch at any parameters (in float64, in plain float32, and with the
+forward under autocast in a low-precision dtype), and the float64 reference run that skips the
+poisoned batch. Nothing here comes from the sandbox except parameter vectors.
 """
 
 from functools import lru_cache
@@ -8,7 +9,7 @@ from functools import lru_cache
 import torch
 from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
-from worker.harness.amp_problem import (
+from worker.harness.exercises.amp_step.problem import (
     CLIP_EPS,
     AmpScenario,
     make_data,
@@ -33,6 +34,8 @@ class AmpProblem:
         self.initial = parameters_to_vector(self.params).detach().clone()
         self.width = self.initial.numel()
         self.loss_fn = torch.nn.MSELoss(reduction="mean")
+        self.model32 = make_model(scenario).to(torch.float32)
+        self.params32 = list(self.model32.parameters())
 
     @property
     def finite_batches(self) -> list[int]:
@@ -54,18 +57,37 @@ class AmpProblem:
     def clipped_gradient(self, theta: torch.Tensor, index: int) -> torch.Tensor:
         return clip(self.gradient(theta, index), self.scenario.max_norm)[0]
 
+    def float32_gradient(
+        self, theta: torch.Tensor, index: int, amp_dtype: torch.dtype | None
+    ) -> torch.Tensor:
+        """Batch `index`'s unscaled gradient as a float32 model computes it at `theta`, the
+        forward (and the loss) under CPU autocast in `amp_dtype`, or in plain float32 when
+        None; returned in float64. Scaling by GradScaler's powers of two is exact, so this is
+        what a correct loop's unscaled gradient is, rounding for rounding."""
+        vector_to_parameters(theta.to(torch.float32), self.params32)
+        x, y = self.batch(index)
+        with torch.autocast(
+            "cpu", dtype=amp_dtype or torch.bfloat16, enabled=amp_dtype is not None
+        ):
+            loss = self.loss_fn(self.model32(x.to(torch.float32)), y.to(torch.float32))
+        grads = torch.autograd.grad(loss, self.params32)
+        return torch.cat([g.reshape(-1) for g in grads]).to(torch.float64)
+
     def reference_run(self) -> tuple[torch.Tensor, tuple[float, ...]]:
         """Final parameters of the float64 reference, and the gradient norm before clipping at
         each of its steps (the scenario design is tested on these)."""
-        return _reference_run(self.scenario)
+        trajectory, norms = _reference_run(self.scenario)
+        return trajectory[-1], norms
 
 
 @lru_cache(maxsize=32)
-def _reference_run(scenario: AmpScenario) -> tuple[torch.Tensor, tuple[float, ...]]:
+def _reference_run(scenario: AmpScenario) -> tuple[tuple[torch.Tensor, ...], tuple[float, ...]]:
+    """The parameters before the first and after every real step, and the norms."""
     problem = AmpProblem(scenario)  # its own model: safe to share across threads
     model = make_model(scenario)
     optimizer = make_optimizer(scenario, model)
     norms = []
+    trajectory = [parameters_to_vector(model.parameters()).detach().clone()]
     for index in problem.finite_batches:
         theta = parameters_to_vector(model.parameters()).detach().clone()
         grad, norm = clip(problem.gradient(theta, index), scenario.max_norm)
@@ -75,4 +97,5 @@ def _reference_run(scenario: AmpScenario) -> tuple[torch.Tensor, tuple[float, ..
             p.grad = grad[offset : offset + p.numel()].view_as(p).clone()
             offset += p.numel()
         optimizer.step()
-    return parameters_to_vector(model.parameters()).detach().clone(), tuple(norms)
+        trajectory.append(parameters_to_vector(model.parameters()).detach().clone())
+    return tuple(trajectory), tuple(norms)

@@ -1,7 +1,14 @@
-"""Deterministic training problems, built identically inside the sandbox and on trusted ground.
+"""The gradient-accumulation exercises' training problem, built identically inside the sandbox
+and on trusted ground.
 
 Everything is a pure function of the scenario (its seed above all): the trusted side rebuilds
 the data and the initial weights itself and never takes them from the sandbox.
+
+Memory witnesses: a scenario with a large `width` (hidden units, or embedding size for tokens)
+makes one micro-batch's activations megabytes, so that a whole accumulation window held at once
+(stacked in any shape, or kept alive as one graph per micro-batch until a single backward)
+raises the job's memory peak far above what one micro-batch at a time needs. The kernel measures
+that peak from outside the learner's process (worker/cgroups.py).
 """
 
 from dataclasses import dataclass
@@ -9,14 +16,13 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from .seeding import Scenario, init_weights
+from ...seeding import Scenario, init_weights
 
 IN_FEATURES = 8
-HIDDEN = 16
 VOCAB = 11
-EMBED = 8
 IGNORE_INDEX = -100
 PAD_ID = 0
+FINGERPRINT_SEED = 7907
 
 
 @dataclass(frozen=True)
@@ -28,6 +34,7 @@ class AccumulationScenario(Scenario):
     optimizer: str = "sgd"  # "sgd" | "adam"
     lr: float = 0.1
     model: str = "mlp"  # "mlp" | "mlp_bn" (regression) | "tokens" (next-token, padded)
+    width: int = 0  # hidden units (mlp) or embedding size (tokens); 0: the small default
     seq_len: int = 6  # tokens only
     sparse_microbatch: int = -1  # tokens only: this micro-batch is almost all padding
     informational: bool = False  # run and reported, never graded
@@ -65,13 +72,16 @@ def make_model(s: AccumulationScenario) -> nn.Module:
     from a private generator, never from torch's global RNG (thread-safe, and untouched by
     whatever else seeds it)."""
     if s.model == "tokens":
-        model = nn.Sequential(nn.Embedding(VOCAB, EMBED), nn.Tanh(), nn.Linear(EMBED, VOCAB))
+        embed = s.width or 8
+        model = nn.Sequential(nn.Embedding(VOCAB, embed), nn.Tanh(), nn.Linear(embed, VOCAB))
     elif s.model == "mlp_bn":
+        hidden = s.width or 16
         model = nn.Sequential(
-            nn.Linear(IN_FEATURES, HIDDEN), nn.BatchNorm1d(HIDDEN), nn.Tanh(), nn.Linear(HIDDEN, 1)
+            nn.Linear(IN_FEATURES, hidden), nn.BatchNorm1d(hidden), nn.Tanh(), nn.Linear(hidden, 1)
         )
     else:
-        model = nn.Sequential(nn.Linear(IN_FEATURES, HIDDEN), nn.Tanh(), nn.Linear(HIDDEN, 1))
+        hidden = s.width or 16
+        model = nn.Sequential(nn.Linear(IN_FEATURES, hidden), nn.Tanh(), nn.Linear(hidden, 1))
     model = model.to(torch.float64)
     init_weights(model, s.seed + 1)
     return model
@@ -88,3 +98,11 @@ def make_loss_fn(s: AccumulationScenario) -> nn.Module:
     if s.model == "tokens":
         return nn.CrossEntropyLoss(ignore_index=IGNORE_INDEX, reduction="mean")
     return nn.MSELoss(reduction="mean")
+
+
+def fingerprint_direction(s: AccumulationScenario) -> torch.Tensor:
+    """A fixed direction: an input row's projection on it identifies the row (float64, CPU).
+    Rows are IN_FEATURES regression inputs, or `seq_len` token ids."""
+    size = s.seq_len if s.model == "tokens" else IN_FEATURES
+    generator = torch.Generator().manual_seed(FINGERPRINT_SEED)
+    return torch.randn(size, generator=generator, dtype=torch.float64)

@@ -10,10 +10,11 @@ from functools import lru_cache
 import torch
 from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
-from worker.harness.problems import (
+from worker.harness.exercises.accumulation.problem import (
     IGNORE_INDEX,
     VOCAB,
     AccumulationScenario,
+    fingerprint_direction,
     make_data,
     make_loss_fn,
     make_model,
@@ -37,10 +38,40 @@ class AccumulationProblem:
             else torch.nn.MSELoss(reduction="sum")
         )
         self._mean_loss = make_loss_fn(scenario)
+        direction = fingerprint_direction(scenario)
+        rows = self.x.to(torch.float64).reshape(self.x.shape[0], -1)
+        size = scenario.micro_batch_size
+        # each micro-batch's row fingerprints, sorted: rows may repeat (padded token rows),
+        # micro-batches as a whole are told apart
+        self.signatures = [
+            torch.sort(rows[start : start + size] @ direction).values
+            for start in range(0, rows.shape[0], size)
+        ]
+        self._scale = max(float(rows.abs().max()) * float(direction.abs().sum()), 1.0)
 
     @property
     def tokens(self) -> bool:
         return self.scenario.model == "tokens"
+
+    def microbatch_of(self, fingerprints: torch.Tensor, tol: float, hint: int) -> int | None:
+        """The micro-batch whose rows these fingerprints are (any order), trying `hint` (the
+        one a loop in order would take next) first; None if they are no micro-batch."""
+        if fingerprints.numel() == 0 or not bool(torch.isfinite(fingerprints).all()):
+            return None
+        wanted = torch.sort(fingerprints).values
+        order = (
+            [hint, *range(len(self.signatures))]
+            if 0 <= hint < len(self.signatures)
+            else range(len(self.signatures))
+        )
+        for index in order:
+            signature = self.signatures[index]
+            if (
+                signature.numel() == wanted.numel()
+                and float((signature - wanted).abs().max()) <= tol * self._scale
+            ):
+                return index
+        return None
 
     def batch(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
         size = self.scenario.micro_batch_size
@@ -82,7 +113,14 @@ class AccumulationProblem:
 
     def reference_gradient(self, theta: torch.Tensor, window: list[int]) -> torch.Tensor:
         """The full-batch gradient of `window`: one forward over all its micro-batches, the loss
-        averaged over all its loss terms (for BatchNorm, statistics over the whole window)."""
+        averaged over all its loss terms (for BatchNorm, statistics over the whole window). At
+        the initial parameters (every first update of a correct loop) it is computed once per
+        process."""
+        if torch.equal(theta, self.initial):
+            return _initial_gradient(self.scenario, tuple(window))
+        return self.window_gradient(theta, window)
+
+    def window_gradient(self, theta: torch.Tensor, window: list[int]) -> torch.Tensor:
         x = torch.cat([self.batch(j)[0] for j in window])
         y = torch.cat([self.batch(j)[1] for j in window])
         total = sum(self.count(j) for j in window)
@@ -96,6 +134,12 @@ class AccumulationProblem:
         return list(_reference_run(self.scenario))
 
 
+@lru_cache(maxsize=256)
+def _initial_gradient(scenario: AccumulationScenario, window: tuple[int, ...]) -> torch.Tensor:
+    problem = AccumulationProblem(scenario)  # its own model: safe to share across threads
+    return problem.window_gradient(problem.initial, list(window))
+
+
 @lru_cache(maxsize=64)
 def _reference_run(scenario: AccumulationScenario) -> tuple[torch.Tensor, ...]:
     problem = AccumulationProblem(scenario)  # its own model: safe to share across threads
@@ -104,7 +148,7 @@ def _reference_run(scenario: AccumulationScenario) -> tuple[torch.Tensor, ...]:
     after = []
     for window in problem.windows:
         theta = parameters_to_vector(model.parameters()).detach().clone()
-        grad = problem.reference_gradient(theta, window)
+        grad = problem.window_gradient(theta, window)
         offset = 0
         for p in model.parameters():
             p.grad = grad[offset : offset + p.numel()].view_as(p).clone()

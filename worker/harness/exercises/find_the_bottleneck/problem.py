@@ -18,16 +18,14 @@ import torch
 from torch import nn
 from torch.profiler import record_function
 
-from .recorder import flat
-from .seeding import Scenario, init_weights
+from ...recorder import flat
+from ...seeding import Scenario, init_weights
 
 # The record_function labels of the starter's step, in the order they run.
 LABELS = ("load_batch", "forward", "backward", "optimizer_step", "log_metrics")
 PLANTED = "load_batch"
 CLASSES = 4
 HIDDEN = 32
-# Taken at import (before any learner code runs), so that rebinding `time.perf_counter` in a
-# script does not change the harness's clock.
 perf_counter = time.perf_counter
 
 
@@ -40,6 +38,26 @@ class ProfilingScenario(Scenario):
     steps: int  # training steps the harness runs (timed and compared)
     optimizer: str = "sgd"  # "sgd" | "momentum" | "adam"
     lr: float = 0.05
+
+
+FIRST_STEPS = 4096  # a timed run starts at a step below this
+
+
+def fresh_start(s: ProfilingScenario, nonce: int) -> tuple[int, int]:
+    """The initial weights' seed and the first step of a timed run, from the nonce the worker
+    sends with "go": unknown to the script before it, so the run cannot be precomputed. Where
+    some batch straddles the end of the dataset, the run always contains one (a batch taken
+    as a plain slice comes out short there)."""
+    straddling = [
+        step
+        for step in range(FIRST_STEPS + s.steps)
+        if (step * s.batch_size) % s.examples + s.batch_size > s.examples
+    ]
+    choice = nonce >> 31
+    if not straddling:
+        return nonce % (1 << 31), choice % FIRST_STEPS
+    wrap = straddling[choice % len(straddling)]
+    return nonce % (1 << 31), max(wrap - (choice // len(straddling)) % s.steps, 0)
 
 
 def make_data(s: ProfilingScenario) -> tuple[torch.Tensor, torch.Tensor]:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from .seeding import Scenario, init_weights
+from ...seeding import Scenario, init_weights
 
 IN_FEATURES = 8
 HIDDEN = 16

@@ -71,7 +71,7 @@ class SubmissionCreate(BaseModel):
 
 
 class SubmissionPublic(BaseModel):
-    """A submission and, once graded, its result (the result contract of DESIGN.md)."""
+    """A submission and, once graded, its result (the result contract of docs/contracts.md)."""
 
     model_config = ConfigDict(
         json_schema_extra={

@@ -17,8 +17,7 @@ from pathlib import Path
 from gradlab.config import Settings
 from gradlab.content.loader import load_content
 from worker.grading import Runner, grade
-from worker.pool import WarmPool
-from worker.sandbox import run_in_sandbox
+from worker.pool import WarmPool, run_in_sandbox
 
 CODE = (Path(__file__).resolve().parent.parent / "tests/corpus/accumulate/canonical.py").read_text()
 EXERCISE = "gradient-accumulation/accumulate"

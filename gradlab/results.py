@@ -1,4 +1,4 @@
-"""The result contract of DESIGN.md: one object per graded submission."""
+"""The result contract (docs/contracts.md): one object per graded submission."""
 
 from typing import Any, Literal
 

@@ -40,10 +40,10 @@ import pytest
 from gradlab.config import PROJECT_ROOT, Settings
 from gradlab.content.loader import Content
 from gradlab.results import GradeResult
-from worker.confinement import JobCgroup
+from worker.cgroups import Cgroup, roots
 from worker.grading import grade
-from worker.pool import WarmPool
-from worker.sandbox import HARNESS_DIR, run_in_sandbox
+from worker.pool import WarmPool, run_in_sandbox
+from worker.sandbox import HARNESS_DIR
 
 pytestmark = pytest.mark.slow
 
@@ -196,13 +196,8 @@ def _memory_limit(pid: str) -> int | None:
 
 
 def _pids_hierarchy_usable() -> bool:
-    """Where the worker can make per-job pids cgroups (root, pids controller v1 or v2)."""
-    if os.geteuid() != 0:
-        return False
-    if (JobCgroup.V1 / "pids" / "cgroup.procs").exists():
-        return True
-    controllers = JobCgroup.V2_ROOT / "cgroup.controllers"
-    return controllers.exists() and "pids" in controllers.read_text().split()
+    """Where the worker can make per-job cgroups (root, pids and memory controllers)."""
+    return os.geteuid() == 0 and bool(roots())
 
 
 class Heartbeat:
@@ -313,18 +308,23 @@ def host(tmp_path_factory: pytest.TempPathFactory, content: Content) -> Iterator
     )
     env = Host(settings, content, data_dir, db, _sha256(db), victim, sentinel, sentinel_mark)
 
-    original_create = JobCgroup.create.__func__  # type: ignore[attr-defined]
+    original_slot = Cgroup.slot.__func__  # type: ignore[attr-defined]
+    original_child = Cgroup.child
 
-    def spy(cls: type[JobCgroup], max_pids: int, memory_mb: int | None = None) -> JobCgroup | None:
-        cgroup = original_create(cls, max_pids, memory_mb)
+    def spy_slot(cls: type[Cgroup], **caps: int) -> Cgroup | None:
+        cgroup = original_slot(cls, **caps)
         if cgroup is not None:
-            env.cgroups.append(cgroup.path)
-            if cgroup.memory is not None:
-                env.cgroups.append(cgroup.memory)
+            env.cgroups.extend(cgroup.folders)
+        return cgroup
+
+    def spy_child(self: Cgroup, name: str, **caps: int | None) -> Cgroup:
+        cgroup = original_child(self, name, **caps)
+        env.cgroups.extend(cgroup.folders)
         return cgroup
 
     patch = pytest.MonkeyPatch()
-    patch.setattr(JobCgroup, "create", classmethod(spy))
+    patch.setattr(Cgroup, "slot", classmethod(spy_slot))
+    patch.setattr(Cgroup, "child", spy_child)
     patch.setenv("GRADLAB_ATTACK_SECRET", ENV_SECRET)
     try:
         yield env
@@ -346,11 +346,11 @@ def _settled_slot_cgroups(host: Host) -> set[Path]:
             free = list(pool._free)
         if len(free) == POOL_SLOTS and all(slot.running for slot in free):
             return {
-                path
+                folder / child
                 for slot in free
                 if slot.cgroup is not None
-                for path in (slot.cgroup.path, slot.cgroup.memory)
-                if path is not None
+                for folder in slot.cgroup.folders
+                for child in ("", "zygote")
             }
         assert time.monotonic() < deadline, "the pool never got its slots back"
         time.sleep(0.1)
@@ -697,7 +697,7 @@ def test_cannot_write_outside_scratch(probe: Probe, host: Host) -> None:
     for target in ("usr", "harness", "python"):
         assert written[target] in ("EROFS", "EACCES"), (target, written[target])
     assert probe.facts["append_harness"] in ("EROFS", "EACCES")
-    # the cold path binds the job's files read-only; the pool passes them over a pipe
+    # the job's files arrive over a pipe: there is no job folder to write to
     assert written["job"] in ("EROFS", "ENOENT", "EACCES")
     assert probe.facts["append_submission"] in ("EROFS", "ENOENT", "EACCES")
     assert probe.facts["write_scratch"] == "ok"
@@ -1148,10 +1148,15 @@ def test_observation_flood_is_the_learners_fault(host: Host) -> None:
 
 
 FORGED = """
+import gc
 from harness import protocol
-from harness.problems import AccumulationScenario, make_model
-spec = json.load(open("/gradlab/job/spec.json"))
+from harness.exercises.accumulation.problem import AccumulationScenario, make_model
+# the phase's request is somewhere in this process's memory: find it
+spec = next(
+    o for o in gc.get_objects() if isinstance(o, dict) and "scenarios" in o and "harness" in o
+)
 tensors, scenarios = {}, []
+indices = list(range(len(spec["scenarios"])))
 for index, data in enumerate(spec["scenarios"]):
     scenario = AccumulationScenario.from_dict(data)
     width = sum(p.numel() for p in make_model(scenario).parameters())
@@ -1160,18 +1165,18 @@ for index, data in enumerate(spec["scenarios"]):
     tensors[f"s{index}.grads"] = fake
     tensors[f"s{index}.params"] = fake.cumsum(0)
     tensors[f"s{index}.final"] = fake.sum(0)
+    tensors[f"s{index}.fingerprints"] = torch.zeros(0, dtype=torch.float64)
     scenarios.append({
-        "steps": steps, "yielded": scenario.microbatches,
-        "zero_grad_calls": steps + 1, "backward_calls": scenario.microbatches,
-        "forward_batch_sizes": [scenario.micro_batch_size] * scenario.microbatches,
+        "steps": steps, "zero_grad_calls": steps + 1, "backward_calls": scenario.microbatches,
+        "forward_shapes": [], "fingerprint_rows": [],
         "step_meta": [
-            {"yielded": min((k + 1) * scenario.accum_steps, scenario.microbatches),
-             "zero_grad_calls": k + 1, "grad_none": 0,
+            {"forwards": 0, "zero_grad_calls": k + 1, "grad_none": 0,
              "backward_calls": min((k + 1) * scenario.accum_steps, scenario.microbatches)}
             for k in range(steps)
         ],
     })
-meta = {"device": "cpu", "dtype": "torch.float64", "scenarios": scenarios}
+meta = {"device": "cpu", "dtype": "torch.float64", "phase": "learner", "indices": indices,
+        "scenarios": scenarios}
 os.write(observation_fd(), protocol.encode(tensors, meta))
 os._exit(0)
 """

@@ -103,7 +103,7 @@ def test_status_counts_the_share_of_english_words_translated(tree: Path) -> None
         "sections.recap",
         "faq.how-long",
         "exercises.linear-warmup",
-        "diagnoses.no_warmup",
+        "exercises.linear-warmup.diagnoses.no_warmup",
     }
     assert 0.2 < de.translated_share < 0.8
     tr = locale_status(content, "warmup", "tr")

@@ -55,7 +55,6 @@ def test_real_exercises_have_their_starter_code(content: Content, lesson: str) -
         exercise = content.exercises[f"{lesson}/{ex['id']}"]
         starter = (REAL / lesson / ex["starter"]).read_text(encoding="utf-8")
         assert exercise.starter_code == starter
-        assert exercise.spec.grader == ex["grader"]
 
 
 @pytest.mark.parametrize("locale", LOCALES)
@@ -374,10 +373,52 @@ def test_missing_english_file(tree: Path) -> None:
 def test_missing_english_exercise_text(tree: Path) -> None:
     en = tree / "warmup" / "en.yaml"
     text = en.read_text(encoding="utf-8")
-    start, end = text.index("exercises:\n"), text.index("diagnoses:\n")
-    en.write_text(text[:start] + text[end:], encoding="utf-8")
+    en.write_text(text[: text.index("exercises:\n")], encoding="utf-8")
     problem = only_problem(tree)
     assert (problem.file, problem.message) == (en, "exercises.linear-warmup: missing")
+
+
+def test_a_grader_message_missing_in_english_is_an_error(tree: Path) -> None:
+    """The contract (lesson.yaml `messages:`) says what the grader shows: English, the fallback
+    of every locale, must have every message, or a learner would see the raw key."""
+    en = tree / "warmup" / "en.yaml"
+    text = en.read_text(encoding="utf-8")
+    en.write_text(text[: text.index("    diagnoses:\n")], encoding="utf-8")
+    problem = only_problem(tree)
+    assert problem.file == en
+    assert problem.message == (
+        "exercises.linear-warmup.diagnoses.no_warmup: missing in English (the grader shows it)"
+    )
+
+
+def test_a_grader_message_with_the_wrong_placeholders_is_an_error(tree: Path) -> None:
+    tr = tree / "warmup" / "tr.yaml"
+    edit(tr, "İlk {warmup_steps} adım", "İlk {warmup} adım")
+    problem = only_problem(tree)
+    assert (problem.file, problem.message) == (
+        tr,
+        "exercises.linear-warmup.diagnoses.no_warmup: placeholders {warmup} differ from the "
+        "contract's {warmup_steps}",
+    )
+    assert (
+        problem.line
+        == tr.read_text(encoding="utf-8")
+        .splitlines()
+        .index(
+            next(line for line in tr.read_text(encoding="utf-8").splitlines() if "{warmup}" in line)
+        )
+        + 1
+    )
+
+
+def test_a_grader_message_outside_the_contract_is_an_error(tree: Path) -> None:
+    en = tree / "warmup" / "en.yaml"
+    edit(en, "    diagnoses:\n", '    diagnoses:\n      too_fast: "Slower."\n')
+    problem = only_problem(tree)
+    assert problem.message == (
+        "exercises.linear-warmup.diagnoses.too_fast: not in the exercise's message contract "
+        "(lesson.yaml messages.diagnoses)"
+    )
 
 
 def test_quiz_answer_out_of_range_in_lesson_spec(tree: Path) -> None:

@@ -18,7 +18,7 @@ from gradlab.content.loader import Content
 from gradlab.results import GradeResult
 from tests.conftest import csrf_token
 from worker.grading import grade
-from worker.sandbox import run_in_sandbox
+from worker.pool import run_in_sandbox
 
 CORPUS = Path(__file__).parent / "corpus"
 TEMPLATES = PROJECT_ROOT / "templates"

@@ -1,7 +1,9 @@
-"""Learner submissions graded through the real sandbox, each with its expected verdict.
+"""Learner submissions graded through the real sandbox, each with its expected verdict, and the
+message contracts that tie graders, lesson files and corpus together.
 
 Every file in tests/corpus/<exercise>/ starts with a header line:
     # expect: passed | failed <diagnosis_code> | error <error_kind> [line=N]
+Files named cheat_*.py are deliberate cheats: each must fail.
 """
 
 import re
@@ -15,10 +17,10 @@ import pytest
 from gradlab.config import LOCALES, PROJECT_ROOT, Settings
 from gradlab.content.loader import Content, load_content
 from gradlab.results import GradeResult
-from worker.graders import get_grader
+from worker.graders import graders
 from worker.grading import Runner, grade
-from worker.pool import WarmPool
-from worker.sandbox import run_in_sandbox
+from worker.harness.run import exercise_names
+from worker.pool import WarmPool, run_in_sandbox
 
 CORPUS = Path(__file__).parent / "corpus"
 # tests/corpus/<exercise id>/ holds the submissions for the exercise of that id.
@@ -105,12 +107,19 @@ def test_corpus_verdict_on_cuda(path: Path, tmp_path: Path, content: Content) ->
     assert result.device == "cuda"
 
 
+def _headers() -> list[tuple[str, str, str | None, str | None]]:
+    found = []
+    for path in CORPUS_FILES:
+        match = HEADER.match(path.read_text().splitlines()[0])
+        assert match, path
+        found.append((path.parent.name, *match.groups()))
+    return found
+
+
 def test_corpus_covers_the_required_verdicts() -> None:
-    """At least 40 submissions; every diagnosis code of DESIGN.md from two different buggy
-    loops; correct loops in several forms for every exercise."""
-    headers = [
-        (p.parent.name, *HEADER.match(p.read_text().splitlines()[0]).groups()) for p in CORPUS_FILES
-    ]
+    """At least 40 submissions; every diagnosis code the starting contract named, from two
+    different buggy loops; correct loops in several forms for every exercise."""
+    headers = _headers()
     assert len(headers) >= 40
     for code in DESIGN_CODES:
         assert sum(detail == code for _, _, detail, _ in headers) >= 2, code
@@ -121,34 +130,72 @@ def test_corpus_covers_the_required_verdicts() -> None:
     }
 
 
-def _grader_texts() -> list[tuple[str, str, frozenset[str]]]:
+def test_every_exercise_has_cheats_and_none_of_them_passes() -> None:
+    """The cheat corpus: for every exercise at least six deliberate cheats, each expected to
+    fail, or to end in an error where it broke the grader's records (test_corpus_verdict grades
+    them)."""
+    for exercise in EXERCISES:
+        cheats = sorted((CORPUS / exercise).glob("cheat_*.py"))
+        assert len(cheats) >= 6, exercise
+        for path in cheats:
+            match = HEADER.match(path.read_text().splitlines()[0])
+            assert match and match.group(1) in ("failed", "error"), path
+
+
+def test_every_declared_diagnosis_is_given_by_some_corpus_file(content: Content) -> None:
+    """Each exercise's message contract (lesson.yaml) declares the diagnoses its grader gives;
+    the corpus shows every one of them being given, so none is dead and none is missing (a
+    grader giving an undeclared one fails its corpus file with an internal error)."""
+    given = {(ex, detail) for ex, status, detail, _ in _headers() if status == "failed"}
+    for ref, exercise in content.exercises.items():
+        folder = ref.split("/")[1]
+        for code in exercise.spec.messages.diagnoses:
+            assert (folder, code) in given, f"{ref}: no corpus file is diagnosed {code}"
+
+
+def test_graders_and_harnesses_are_found_by_their_folders(content: Content) -> None:
+    """Every exercise of the course has a trusted grader, every grader an exercise, and each
+    grader's in-sandbox twin exists under the same name."""
+    assert set(graders()) == set(content.exercises)
+    for ref, grader in graders().items():
+        assert grader.harness in exercise_names(), ref
+
+
+def _contract_texts() -> list[tuple[str, str, frozenset[str]]]:
     content = load_content(PROJECT_ROOT / "lessons")
     return [
-        (ref, key, fields)
+        (ref, f"{group}.{key}", frozenset(fields))
         for ref, exercise in sorted(content.exercises.items())
-        for key, fields in sorted(get_grader(exercise.spec.grader).messages.items())
+        for group in ("checks", "diagnoses")
+        for key, fields in sorted(getattr(exercise.spec.messages, group).items())
     ]
 
 
 @pytest.mark.parametrize("locale", LOCALES)
-@pytest.mark.parametrize(("exercise", "key", "fields"), _grader_texts(), ids=lambda v: str(v))
-def test_every_grader_text_exists_in_every_locale(
+@pytest.mark.parametrize(("exercise", "key", "fields"), _contract_texts(), ids=lambda v: str(v))
+def test_every_contract_text_exists_in_every_locale(
     content: Content, exercise: str, key: str, fields: frozenset[str], locale: str
 ) -> None:
-    """Each text a grader takes from the lesson files is there, in every locale, with exactly
-    the placeholders the grader fills in."""
+    """Each text an exercise's contract declares is there, in every locale, with exactly its
+    placeholders (so no learner ever sees a raw key or an English line on a translated page)."""
     group, name = key.split(".", 1)
-    lesson = content.lessons[content.exercises[exercise].lesson]
-    template = getattr(lesson.texts[locale], group).get(name)
-    assert template, f"{lesson.spec.id}/{locale}.yaml has no {key}"
+    definition = content.exercises[exercise]
+    texts = content.lessons[definition.lesson].texts[locale].exercises[definition.spec.id]
+    template = getattr(texts, group).get(name)
+    assert template, f"{definition.lesson}/{locale}.yaml has no {exercise} {key}"
     found = {field for _, field, _, _ in string.Formatter().parse(template) if field}
     assert found == fields, f"{locale}/{key}: placeholders {found}, expected {set(fields)}"
     template.format(**dict.fromkeys(fields, 1))
 
 
-def test_every_design_code_has_a_grader_text() -> None:
-    texts = get_grader("gradient_accumulation.accumulate").messages
-    assert {f"diagnoses.{code}" for code in DESIGN_CODES} <= set(texts)
+def test_every_design_code_has_a_grader_text(content: Content) -> None:
+    declared = {
+        code
+        for ref, exercise in content.exercises.items()
+        if ref.startswith("gradient-accumulation/")
+        for code in exercise.spec.messages.diagnoses
+    }
+    assert declared >= DESIGN_CODES
 
 
 def test_runtime_error_shows_only_the_learners_frames(

@@ -1,45 +1,37 @@
-"""The mixed-precision grader: scenario design, tolerance margins, robustness of the order check
-and of the observation parsing. Submissions run in-process through the real harness (`run_job`)
-to keep these fast; the corpus in tests/corpus/amp-step runs them through the sandbox.
+"""The amp-step grader: scenario design, the low-precision witness and its margins, the
+numerical order check, diagnoses for torch's internal errors, robustness to malformed
+observations. Corpus verdicts (cheats included) are in test_grader.py; these tests run the
+harness in-process (tests/inprocess.py) where a grader's internals are looked at.
 """
 
 import copy
-import io
 import math
-import textwrap
 from pathlib import Path
 
 import pytest
 import torch
-from worker.graders.amp_reference import AmpProblem
-from worker.graders.mixed_precision import AMP_STEP, GRAD_TOL, GRADERS, PARAM_TOL
-from worker.harness.amp_problem import AmpScenario
 
 from gradlab.content.loader import Content
-from worker.harness.run import run_job
-from worker.observations import BadObservations, Observations, parse
+from tests.inprocess import judge, observe
+from worker.graders import get_grader
+from worker.graders.exercises.amp_step.grader import (
+    GRAD_TOL,
+    PARAM_TOL,
+    WITNESS_APART,
+    WITNESS_MATCH,
+)
+from worker.graders.exercises.amp_step.reference import AmpProblem
+from worker.harness.exercises.amp_step.problem import AmpScenario, make_data, make_model, poisoned
+from worker.observations import BadObservations, Observations
 
 CORPUS = Path(__file__).parent / "corpus" / "amp-step"
 EXERCISE = "mixed-precision/amp-step"
-GRADER = GRADERS["mixed_precision.amp_step"]
-SCENARIOS = [AmpScenario.from_dict(s) for s in AMP_STEP]
-
-
-def _observe(code: str, device: str = "cpu") -> Observations:
-    out = io.BytesIO()
-    out.close = lambda: None  # type: ignore[method-assign]  # run_job closes its channel
-    spec = {"harness": GRADER.harness, "device": device, "scenarios": GRADER.scenarios()}
-    run_job(spec, code, out)
-    return parse(out.getvalue())
+SCENARIOS = [AmpScenario.from_dict(s) for s in get_grader(EXERCISE).scenarios]
+REFERENCE = (CORPUS / "reference.py").read_text()
 
 
 def _judge(code: str, content: Content, device: str = "cpu"):  # type: ignore[no-untyped-def]
-    observations = _observe(code, device)
-    assert "error" not in observations.meta, observations.meta["error"]
-    return GRADER.judge(observations, exercise=EXERCISE, locale="en", content=content)
-
-
-REFERENCE = (CORPUS / "reference.py").read_text()
+    return judge(EXERCISE, code, content, device=device)
 
 
 # --- scenario design ---------------------------------------------------------------------
@@ -70,8 +62,6 @@ def test_some_steps_clip_and_some_do_not(scenario: AmpScenario) -> None:
 
 def test_the_poisoned_batch_really_overflows() -> None:
     """In the sandbox's data, the poisoned batch's loss is not finite (inf and NaN variants)."""
-    from worker.harness.amp_problem import make_data, make_model, poisoned
-
     for s in SCENARIOS:
         x, y = make_data(s)
         x = poisoned(s, x).float()
@@ -111,91 +101,60 @@ def test_closest_wrong_loops_are_far_outside_the_tolerances(
     assert max(judgement.details[detail]) >= 3 * tolerance
 
 
-def test_no_autocast_is_caught_by_its_check_not_by_numbers(content: Content) -> None:
-    """float32 matches the reference better than bf16 does: only the autocast check can tell."""
+def test_the_witness_separates_low_precision_from_float32_by_far(content: Content) -> None:
+    """Measured on CPU: a correct loop's gradients are the autocast recomputation's, rounding
+    for rounding (distance 0), and their float32 counterpart is one full gap away; a loop in
+    float32 is the mirror image. The thresholds (0.25 and 0.5 of the gap) sit between."""
+    correct = _judge(REFERENCE, content).details["witness"]
+    for scenario in correct:
+        for auto, f32, gap in zip(*scenario.values(), strict=True):
+            assert gap > 1e-3  # bfloat16 moves every gradient measurably
+            assert auto <= WITNESS_MATCH * gap / 10
+            assert f32 >= 2 * WITNESS_APART * gap * 0.95
+    float32 = _judge((CORPUS / "no_autocast.py").read_text(), content)
+    for scenario in float32.details["witness"]:
+        for auto, f32, gap in zip(*scenario.values(), strict=True):
+            assert auto >= 4 * WITNESS_MATCH * gap * 0.9
+            assert f32 <= WITNESS_APART * gap / 10
+
+
+def test_no_autocast_is_caught_by_the_witness_not_by_the_float64_check(content: Content) -> None:
+    """float32 matches the float64 reference better than bf16 does: only the witness can tell."""
     judgement = _judge((CORPUS / "no_autocast.py").read_text(), content)
     assert max(judgement.details["grad_errors"]) < 1e-5
     failed = [c.id for c in judgement.checks if not c.passed]
     assert failed == ["autocast"] and judgement.diagnosis.code == "autocast_not_used"
 
 
-# --- robustness of the checks ---------------------------------------------------------------
-
-HARMLESS = {
-    "model_zero_grad_at_end": """
-        for x, y in loader:
-            with torch.autocast(device_type, dtype=amp_dtype):
-                loss = loss_fn(model(x), y)
-            scaler.scale(loss).backward()
-            scaler.unscale_(optimizer)
-            nn.utils.clip_grad_norm_(model.parameters(), max_norm)
-            scaler.step(optimizer)
-            scaler.update()
-            model.zero_grad(set_to_none=True)
-        """,
-    "grads_set_to_none_by_hand_and_logging": """
-        log = []
-        for i, (x, y) in enumerate(loader):
-            for p in model.parameters():
-                p.grad = None
-            with torch.autocast(device_type=device_type, dtype=amp_dtype, enabled=True):
-                out = model(x)
-                loss = loss_fn(out, y)
-            log.append((i, loss.item(), scaler.get_scale()))
-            scaler.scale(loss).backward()
-            scaler.unscale_(optimizer)
-            norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm, norm_type=2.0)
-            log.append(float(norm))
-            scaler.step(optimizer)
-            scaler.update()
-        print(len(log))
-        """,
-    "in_a_function_with_a_scaled_variable": """
-        def amp_step(batch):
-            x, y = batch
-            optimizer.zero_grad()
-            with torch.autocast(device_type, amp_dtype):
-                prediction = model(x)
-            loss = loss_fn(prediction.float(), y)
-            scaled = scaler.scale(loss)
-            scaled.backward()
-            scaler.unscale_(optimizer)
-            torch.nn.utils.clip_grad_norm_(list(model.parameters()), max_norm)
-            scaler.step(optimizer)
-            scaler.update()
-
-        for batch in loader:
-            amp_step(batch)
-        """,
-}
-
-
-@pytest.mark.parametrize("name", sorted(HARMLESS))
-def test_order_check_ignores_harmless_variations(content: Content, name: str) -> None:
-    judgement = _judge(textwrap.dedent(HARMLESS[name]), content)
-    assert judgement.diagnosis is None, judgement.diagnosis
-    assert all(c.passed for c in judgement.checks)
-
-
-def test_a_loop_hard_coding_the_first_scenario_fails(content: Content) -> None:
-    code = textwrap.dedent(
-        """
-        import itertools
-        for x, y in itertools.islice(loader, 8):
-            optimizer.zero_grad()
-            with torch.autocast("cpu", dtype=torch.bfloat16):
-                loss = loss_fn(model(x), y)
-            scaler.scale(loss).backward()
-            scaler.unscale_(optimizer)
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 5.5)
-            scaler.step(optimizer)
-            scaler.update()
-        """
-    )
+def test_autocast_flags_forged_in_the_process_do_not_fool_the_witness(content: Content) -> None:
+    """The forward runs in float32 while every flag the harness could read says autocast: the
+    witness fails it and the diagnosis says what the numbers show."""
+    code = """
+torch.is_autocast_enabled = lambda *a, **k: True
+torch.get_autocast_dtype = lambda *a, **k: amp_dtype
+for x, y in loader:
+    optimizer.zero_grad()
+    loss = loss_fn(model(x), y)
+    scaler.scale(loss).backward()
+    scaler.unscale_(optimizer)
+    torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+    scaler.step(optimizer)
+    scaler.update()
+"""
     judgement = _judge(code, content)
-    assert judgement.checks[0].passed  # it runs...
-    assert not all(c.passed for c in judgement.checks)  # ... but only scenario 1 is right
-    assert judgement.diagnosis is not None and judgement.diagnosis.evidence["scenario"] > 1
+    failed = [c.id for c in judgement.checks if not c.passed]
+    assert failed == ["autocast"] and judgement.diagnosis.code == "forward_in_float32"
+
+
+def test_order_is_read_off_the_gradient_norms(content: Content) -> None:
+    """Clipping before unscaling, no clipping and a backward without scaling each give every
+    update a gradient norm other than min(max_norm, |unscaled|): the order check fails on the
+    numbers, whatever the harness saw of the calls."""
+    for name in ("clip_before_unscale.py", "not_clipped.py", "backward_not_scaled.py"):
+        checks = {c.id: c.passed for c in _judge((CORPUS / name).read_text(), content).checks}
+        assert not checks["order"], name
+    checks = {c.id: c.passed for c in _judge(REFERENCE, content).checks}
+    assert all(checks.values())
 
 
 def test_missing_update_is_a_diagnosis_not_a_torch_error(content: Content) -> None:
@@ -206,19 +165,33 @@ def test_missing_update_is_a_diagnosis_not_a_torch_error(content: Content) -> No
     assert not judgement.checks[0].passed  # "runs": the script was stopped on batch 2
 
 
+def test_torchs_internal_errors_with_a_known_cause_get_a_diagnosis(content: Content) -> None:
+    """What torch itself would say ("No inf checks were recorded", "unscale_() has already been
+    called") names no mistake: the learner gets the cause instead."""
+    cases = {
+        "zero_grad_before_unscale.py": "grads_cleared_before_step",
+        "unscale_twice.py": "unscaled_twice",
+        "update_before_step.py": "wrong_order",
+    }
+    for name, code in cases.items():
+        judgement = _judge((CORPUS / name).read_text(), content)
+        assert judgement.diagnosis.code == code, name
+        assert "No inf checks" not in judgement.diagnosis.message or code != "wrong_order"
+
+
 def test_clip_function_is_restored_after_the_script() -> None:
     original = torch.nn.utils.clip_grad_norm_
-    _observe("raise ValueError('boom')")
-    _observe((CORPUS / "no_update.py").read_text())
+    observe(EXERCISE, "raise ValueError('boom')")
+    observe(EXERCISE, (CORPUS / "no_update.py").read_text())
     assert torch.nn.utils.clip_grad_norm_ is original
     assert torch.nn.utils.clip_grad.clip_grad_norm_ is original
 
 
 def test_every_locale_message_fills_in(content: Content) -> None:
     """Each diagnosis renders without leftover braces in every locale."""
-    judgement_obs = _observe((CORPUS / "clip_after_step.py").read_text())
+    observed = observe(EXERCISE, (CORPUS / "clip_after_step.py").read_text())
     for locale in ("en", "es", "de", "tr"):
-        judgement = GRADER.judge(judgement_obs, exercise=EXERCISE, locale=locale, content=content)
+        judgement = judge(EXERCISE, "", content, locale=locale, observed=observed)
         assert judgement.diagnosis.code == "wrong_order"
         assert "{" not in judgement.diagnosis.message and "→" in judgement.diagnosis.message
         assert all("{" not in c.message for c in judgement.checks)
@@ -258,16 +231,17 @@ TAMPERINGS = {
 
 @pytest.mark.parametrize("name", sorted(TAMPERINGS))
 def test_malformed_observations_are_rejected(content: Content, name: str) -> None:
-    observations = _tampered(_observe(REFERENCE), TAMPERINGS[name])
+    ((run, observations),) = observe(EXERCISE, REFERENCE)
+    tampered = _tampered(observations, TAMPERINGS[name])
     with pytest.raises(BadObservations):
-        GRADER.judge(observations, exercise=EXERCISE, locale="en", content=content)
+        judge(EXERCISE, "", content, observed=[(run, tampered)])
 
 
 def test_importing_the_harness_initialises_no_cuda() -> None:
     import subprocess
     import sys
 
-    code = "import torch, worker.harness.mixed_precision; print(torch.cuda.is_initialized())"
+    code = "import torch, worker.harness.exercises.amp_step; print(torch.cuda.is_initialized())"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.stdout.strip() == "False", result.stderr
 

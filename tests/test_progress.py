@@ -1,5 +1,5 @@
-"""Progress sync (exactly DESIGN.md's shape), the quick check and submissions marking it, the
-course page's view of it, drafts, and that nobody sees another learner's data."""
+"""Progress sync (exactly the shape of docs/contracts.md), the quick check and submissions
+marking it, the course page's view of it, drafts, and that nobody sees another learner's data."""
 
 from collections.abc import Iterator
 

@@ -23,7 +23,10 @@ PROBE = textwrap.dedent(
     import json, os, socket
     facts = {"uid": os.getuid(), "gid": os.getgid(), "cwd": os.getcwd()}
     facts["env"] = dict(os.environ)
-    facts["proc1_environ"] = open("/proc/1/environ", "rb").read().decode(errors="replace")
+    try:  # PID 1 is the slot's zygote: not dumpable, so its environ is not readable either
+        facts["proc1_environ"] = open("/proc/1/environ", "rb").read().decode(errors="replace")
+    except OSError as exc:
+        facts["proc1_environ"] = type(exc).__name__
     facts["pids"] = sorted(int(p) for p in os.listdir("/proc") if p.isdigit())
     def can(action):
         try:
@@ -203,11 +206,9 @@ def test_harness_failure_is_internal_not_the_learners(tmp_path: Path, content: C
     assert result.status == "error" and result.error.kind == "internal_error"
 
 
-def test_private_mounts_come_before_binds(settings: Settings, tmp_path: Path) -> None:
+def test_private_mounts_come_before_binds(settings: Settings) -> None:
     """A tmpfs listed after a bind hides it: a runtime under /tmp (a CI clone) must stay visible."""
-    argv = bwrap_argv(
-        settings=settings, harness_args=["harness.run", "5"], use_gpu=False, job_dir=tmp_path
-    )
+    argv = bwrap_argv(settings=settings, harness_args=["harness.zygote", "5"], use_gpu=False)
     private = {"/proc", "/dev", "/tmp", "/scratch", "/dev/shm"}
     last_private = max(
         i
@@ -219,8 +220,10 @@ def test_private_mounts_come_before_binds(settings: Settings, tmp_path: Path) ->
 
 
 def test_gpu_nodes_and_device_only_when_assigned(settings: Settings) -> None:
-    cpu = bwrap_argv(settings=settings, harness_args=["harness.run", "5"], use_gpu=False)
+    cpu = bwrap_argv(settings=settings, harness_args=["harness.zygote", "5"], use_gpu=False)
     assert not any("nvidia" in arg for arg in cpu) and "CUDA_VISIBLE_DEVICES" not in cpu
-    gpu = bwrap_argv(settings=settings, harness_args=["harness.run", "5"], use_gpu=True, gpu_id=3)
+    gpu = bwrap_argv(
+        settings=settings, harness_args=["harness.zygote", "5"], use_gpu=True, gpu_id=3
+    )
     assert gpu[gpu.index("CUDA_VISIBLE_DEVICES") + 1] == "3"
     assert gpu[gpu.index("CUDA_DEVICE_ORDER") + 1] == "PCI_BUS_ID"

@@ -145,10 +145,25 @@ def _grade(
             return GradeResult.failure(
                 _learner_error(learner_error, limits.memory_mb, locale), **common
             )
+        if phase.clock_error is not None:
+            if not phase.phase.learner:
+                raise RuntimeError(f"trusted phase {phase.phase.name}: {phase.clock_error}")
+            # Only code in the learner's process can garble its clock socket.
+            log.info("the learner's phase broke its clock conversation: %s", phase.clock_error)
+            text = message(locale, "error.no_observations")
+            return GradeResult.failure(ResultError(kind="runtime_error", message=text), **common)
         results.append(PhaseResult(phase, observations))
     graded = GradedRun(device=device, scenarios=grader.scenarios, phases=results)
     texts = Texts(content=content, exercise=exercise, locale=locale)
-    judgement = grader.judge(graded, texts)
+    try:
+        judgement = grader.judge(graded, texts)
+    except BadObservations as exc:
+        # What the judge reads was recorded in the learner's process; if it does not hold
+        # together, the script tampered with the recorder (the trusted phases' records are
+        # ours, and a fault there raises anything but BadObservations).
+        log.info("malformed records from the learner's phase: %s", exc)
+        text = message(locale, "error.bad_observations")
+        return GradeResult.failure(ResultError(kind="runtime_error", message=text), **common)
     return GradeResult.from_checks(judgement.checks, diagnosis=judgement.diagnosis, **common)
 
 

@@ -22,6 +22,11 @@ MESSAGES: dict[str, dict[str, str]] = {
             "Your script ended the process before grading could finish "
             "(for example with os._exit or by closing files it did not open)."
         ),
+        "error.bad_observations": (
+            "Your script changed what the grader records while it runs (its hooks, its records "
+            "or its channels), so it could not be graded. Train with the names you are given, "
+            "and leave the grader's own objects alone."
+        ),
         "error.internal": (
             "Something went wrong on our side while grading. It is not your code's fault: "
             "please submit again in a moment."
@@ -41,6 +46,11 @@ MESSAGES: dict[str, dict[str, str]] = {
         "error.no_observations": (
             "Tu script terminó el proceso antes de que pudiéramos corregirlo "
             "(por ejemplo con os._exit o cerrando archivos que no abrió)."
+        ),
+        "error.bad_observations": (
+            "Tu script alteró lo que el corrector registra mientras se ejecuta (sus hooks, sus "
+            "registros o sus canales), así que no se ha podido corregir. Entrena con los nombres "
+            "que se te dan y no toques los objetos del corrector."
         ),
         "error.internal": (
             "Algo falló por nuestra parte al corregir. No es culpa de tu código: "
@@ -63,6 +73,11 @@ MESSAGES: dict[str, dict[str, str]] = {
             "Dein Skript hat den Prozess beendet, bevor die Bewertung fertig war "
             "(zum Beispiel mit os._exit oder durch Schließen fremder Dateien)."
         ),
+        "error.bad_observations": (
+            "Dein Skript hat verändert, was der Bewerter während des Laufs aufzeichnet (seine "
+            "Hooks, Aufzeichnungen oder Kanäle), deshalb konnte es nicht bewertet werden. "
+            "Trainiere mit den Namen, die du bekommst, und lass die Objekte des Bewerters in Ruhe."
+        ),
         "error.internal": (
             "Bei der Bewertung ist auf unserer Seite etwas schiefgegangen. Das liegt nicht an "
             "deinem Code: Reiche ihn gleich noch einmal ein."
@@ -82,6 +97,11 @@ MESSAGES: dict[str, dict[str, str]] = {
         "error.no_observations": (
             "Betiğin, değerlendirme bitmeden süreci sonlandırdı "
             "(örneğin os._exit ile ya da kendi açmadığı dosyaları kapatarak)."
+        ),
+        "error.bad_observations": (
+            "Betiğin, değerlendiricinin çalışma sırasında kaydettiklerini (hook'larını, "
+            "kayıtlarını ya da kanallarını) değiştirdi; bu yüzden değerlendirilemedi. Eğitim için "
+            "sana verilen adları kullan, değerlendiricinin kendi nesnelerine dokunma."
         ),
         "error.internal": (
             "Değerlendirme sırasında bizim tarafımızda bir sorun oluştu. Bu, kodunun hatası "

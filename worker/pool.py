@@ -107,6 +107,14 @@ class PhaseClock:
 
     def _serve(self) -> None:
         try:
+            self._converse()
+        finally:
+            if self.error is not None:  # the phase waiting on its socket must not hang
+                with contextlib.suppress(OSError):
+                    self.sock.shutdown(socket.SHUT_RDWR)
+
+    def _converse(self) -> None:
+        try:
             while True:
                 try:
                     header, _ = read_frame(self.sock)

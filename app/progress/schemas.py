@@ -1,4 +1,4 @@
-"""Progress bodies, exactly as DESIGN.md fixes them."""
+"""Progress bodies, exactly as docs/contracts.md fixes them."""
 
 from typing import Literal
 

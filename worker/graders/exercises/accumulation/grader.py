@@ -24,7 +24,9 @@ equal weights for unequal token counts...). None of it can pass a failing check.
 
 Numerics: the sandbox runs float64 on the CPU (agreement ~1e-15) and float32 without TF32 on CUDA
 (~3e-7 measured on an H200); the tolerances sit orders of magnitude above that and orders of
-magnitude below any mistake (the smallest, a mis-scaled partial window, is off by 25%+).
+magnitude below any mistake (the smallest, a mis-scaled partial window, is off by 25%+). On the
+CPU the tolerance, 1e-9, is also far below what computing in float32 instead gives (~1e-8):
+precision cannot be traded for memory unseen.
 """
 
 import itertools
@@ -56,7 +58,7 @@ from worker.harness.exercises.accumulation.problem import IN_FEATURES, Accumulat
 from worker.jobs import Phase
 from worker.observations import BadObservations, Observations
 
-TOLERANCE = {"cpu": 1e-6, "cuda": 1e-3}  # relative, on gradients and on parameters
+TOLERANCE = {"cpu": 1e-9, "cuda": 1e-3}  # relative, on gradients and on parameters
 FINGERPRINT_TOL = {"cpu": 1e-9, "cuda": 1e-5}  # relative to the projections' scale
 SPREAD = 0.02  # weights within 2% of a pattern count as following it
 LEAK = 1e-3  # a weight above 0.1% of the window's largest is not noise (solves are exact)
@@ -302,7 +304,7 @@ def diagnose(report: ScenarioReport, tol: float) -> Finding | None:
     a = s.accum_steps
     number = report.number
     expected_sizes = [len(w) for w in problem.windows]
-    if report.steps == 0:
+    if report.steps == 0 and rel(rec.final, problem.initial) <= tol:  # and the weights stayed
         return Finding("never_stepped", {"microbatches": rec.seen() or s.microbatches}, number)
     consumed = rec.consumed()
     if (
@@ -439,11 +441,10 @@ def memory_verdict(run: GradedRun) -> MemoryVerdict:
     return verdict
 
 
-def memory_finding(
-    verdict: MemoryVerdict, reports: list[ScenarioReport], backward_calls: list[int]
-) -> Finding:
-    """Which way the learner held a window: what the fingerprints show if they show it, else
-    what the memory says."""
+def memory_finding(verdict: MemoryVerdict, reports: list[ScenarioReport]) -> Finding:
+    """Which way the learner held a window: the peak says whole windows or kept graphs; the
+    fingerprints, when they saw a window go through the model, say so too (and show its
+    size)."""
     window = next(
         (
             (r.number, size)
@@ -452,15 +453,11 @@ def memory_finding(
         ),
         None,
     )
-    kept = any(
-        calls and r.steps and calls <= r.steps
-        for r, calls in zip(reports, backward_calls, strict=True)
-        if r.problem.scenario.accum_steps > 1
-    )
     values = verdict.values()
-    if window is not None or (not kept and verdict.held_whole_window):
-        evidence = {"batch_size": window[1]} if window is not None else {}
-        return Finding("microbatches_not_used", values, window[0] if window else None, evidence)
+    if window is not None:
+        return Finding("microbatches_not_used", values, window[0], {"batch_size": window[1]})
+    if verdict.held_whole_window:
+        return Finding("microbatches_not_used", values)
     return Finding("graphs_kept_alive", values)
 
 
@@ -485,7 +482,6 @@ class AccumulationGrader(ExerciseGrader):
         tol, fingerprint_tol = TOLERANCE[device], FINGERPRINT_TOL[device]
         reports: list[ScenarioReport] = []
         notes: list[float] = []
-        backward_calls: list[int] = []
         for record in run.records():
             scenario = AccumulationScenario.from_dict(record.spec)
             problem = AccumulationProblem(scenario)
@@ -497,7 +493,6 @@ class AccumulationGrader(ExerciseGrader):
                     notes.append(_batchnorm_error(problem, recording))
                 continue
             reports.append(analyse(len(reports) + 1, problem, recording, tol))
-            backward_calls.append(as_int(record.meta.get("backward_calls"), "backward_calls"))
         memory = memory_verdict(run)
         checks = _checks(reports, memory, texts, tol)
         if notes and all(check.passed for check in checks):
@@ -507,7 +502,7 @@ class AccumulationGrader(ExerciseGrader):
         # once, then how often the loop steps and what its updates contain, and last graphs
         # kept alive (right updates, none of the memory saved).
         finding = first_finding(r.finding for r in reports)
-        held = None if memory.passed else memory_finding(memory, reports, backward_calls)
+        held = None if memory.passed else memory_finding(memory, reports)
         if held is not None and (
             finding is None
             or (finding.code != "never_stepped" and held.code == "microbatches_not_used")

@@ -309,7 +309,9 @@ class AmpStepGrader(ExerciseGrader):
             values = None if bad is None else _check_values(check_id, bad)
             message = texts.check(key, values)
             checks.append(make_check(check_id, passed=bad is None, points=points, message=message))
-        finding = first_finding(r.finding for r in reports)
+        # feedback only where a check failed: a loop whose numbers are all right has passed
+        passed = all(check.passed for check in checks)
+        finding = None if passed else first_finding(r.finding for r in reports)
         return Judgement(
             checks=checks,
             diagnosis=texts.diagnosis(finding) if finding is not None else None,

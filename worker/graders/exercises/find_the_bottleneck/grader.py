@@ -70,7 +70,7 @@ from worker.jobs import Phase, TimedBlock
 from worker.observations import BadObservations
 
 SPEEDUP_REQUIRED = 2
-TOLERANCE = {"cpu": 1e-6, "cuda": 1e-4}  # relative to the distance training moved the weights
+TOLERANCE = {"cpu": 1e-9, "cuda": 1e-4}  # relative to the distance training moved the weights
 
 # The training a tempting wrong "fix" does instead, by diagnosis code.
 _NORMALISATIONS = {
@@ -215,8 +215,8 @@ def analyse(
 def _section_share(meta: Any) -> dict[str, float]:
     """Where the planted step's time goes (a trusted phase's own timing, for feedback)."""
     shares = meta.get("section_share") if isinstance(meta, dict) else None
-    if not isinstance(shares, dict):
-        raise BadObservations("the baseline phase sent no section shares")
+    if not isinstance(shares, dict):  # a trusted phase: ours to fix
+        raise RuntimeError("the baseline phase sent no section shares")
     return {label: float(shares.get(label, 0.0)) for label in LABELS}
 
 

@@ -1,0 +1,14 @@
+# expect: failed microbatches_not_used
+# Cheat: remove the model's forward hooks (and the zero_grad wrappers), then train on whole
+# windows joined into one batch: the recorder sees no forward at all.
+model._forward_pre_hooks.clear()
+model._forward_hooks.clear()
+for owner in (model, optimizer):
+    owner.__dict__.pop("zero_grad", None)
+batches = list(loader)
+for start in range(0, len(batches), accum_steps):
+    window = batches[start : start + accum_steps]
+    optimizer.zero_grad()
+    out = model(torch.cat([x for x, _ in window]))
+    loss_fn(out, torch.cat([y for _, y in window])).backward()
+    optimizer.step()

@@ -118,10 +118,11 @@ def test_the_witness_separates_low_precision_from_float32_by_far(content: Conten
             assert f32 <= WITNESS_APART * gap / 10
 
 
-def test_no_autocast_is_caught_by_the_witness_not_by_the_float64_check(content: Content) -> None:
-    """float32 matches the float64 reference better than bf16 does: only the witness can tell."""
+def test_no_autocast_is_caught_by_the_witness_alone(content: Content) -> None:
+    """float32 gradients are as close to the right ones as bfloat16 noise: within the gradient
+    tolerance, so only the witness can tell, and it does."""
     judgement = _judge((CORPUS / "no_autocast.py").read_text(), content)
-    assert max(judgement.details["grad_errors"]) < 1e-5
+    assert max(judgement.details["grad_errors"]) < GRAD_TOL["cpu"] / 3
     failed = [c.id for c in judgement.checks if not c.passed]
     assert failed == ["autocast"] and judgement.diagnosis.code == "autocast_not_used"
 

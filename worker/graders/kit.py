@@ -113,6 +113,14 @@ def measured(value: T | None, what: str) -> T:
     return value
 
 
+def memory_peak(phase: PhaseRun, device: str) -> int:
+    """A phase's memory peak where its tensors live: the kernel's figure for the process's
+    memory on the CPU, the driver's for its GPU memory on CUDA."""
+    if device == "cuda":
+        return measured(phase.gpu_peak_bytes, f"the GPU memory peak of phase {phase.phase.name}")
+    return measured(phase.peak_bytes, f"the memory peak of phase {phase.phase.name}")
+
+
 # --- the grader -------------------------------------------------------------------------------
 
 

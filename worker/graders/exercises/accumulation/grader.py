@@ -34,165 +34,32 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-import torch
-
+from worker.graders.exercises.accumulation.memory import (
+    TRUSTED,
+    MemoryVerdict,
+    memory_finding,
+    memory_verdict,
+)
+from worker.graders.exercises.accumulation.recording import Recording
 from worker.graders.exercises.accumulation.reference import AccumulationProblem
+from worker.graders.exercises.accumulation.weights import diagnose_weights, weight_chart
 from worker.graders.kit import (
     ExerciseGrader,
     Finding,
     GradedRun,
     Judgement,
     Texts,
-    Unmeasured,
-    as_int,
-    as_list,
     first,
     first_finding,
     make_check,
-    measured,
-    mib,
     rel,
     runs_check,
 )
-from worker.harness.exercises.accumulation.problem import IN_FEATURES, AccumulationScenario
+from worker.harness.exercises.accumulation.problem import AccumulationScenario
 from worker.jobs import Phase
-from worker.observations import BadObservations, Observations
 
 TOLERANCE = {"cpu": 1e-9, "cuda": 1e-3}  # relative, on gradients and on parameters
 FINGERPRINT_TOL = {"cpu": 1e-9, "cuda": 1e-5}  # relative to the projections' scale
-SPREAD = 0.02  # weights within 2% of a pattern count as following it
-LEAK = 1e-3  # a weight above 0.1% of the window's largest is not noise (solves are exact)
-RESIDUAL = 1e-3  # least squares explains the update (else: the update is not a mix of gradients)
-CHART_STEPS = 8  # diagnosis.evidence["weights"]: at most this many optimizer steps...
-CHART_MICROBATCHES = 32  # ...and micro-batches, rounded to CHART_DIGITS decimals
-CHART_DIGITS = 4
-# The trusted references must stand apart by this much for the memory verdict to mean anything
-# (the noise of a peak between runs is ~0.5 MiB; the witnesses put them 10+ MiB apart).
-MIN_SEPARATION = 2 << 20
-MAX_LIST = 4096
-# The trusted phases: our own loops, run exactly as the learner's script is.
-TRUSTED = {
-    "one_at_a_time": """
-batches = list(loader)
-for start in range(0, len(batches), accum_steps):
-    window = batches[start : start + accum_steps]
-    for x, y in window:
-        out = model(x)
-        if "vocab_size" in globals():
-            out, y = out.reshape(-1, vocab_size), y.reshape(-1)
-        (loss_fn(out, y) / len(window)).backward()
-    optimizer.step()
-    optimizer.zero_grad()
-""",
-    "kept_graphs": """
-batches = list(loader)
-for start in range(0, len(batches), accum_steps):
-    losses = []
-    for x, y in batches[start : start + accum_steps]:
-        out = model(x)
-        if "vocab_size" in globals():
-            out, y = out.reshape(-1, vocab_size), y.reshape(-1)
-        losses.append(loss_fn(out, y))
-    torch.stack(losses).mean().backward()
-    optimizer.step()
-    optimizer.zero_grad()
-""",
-    "whole_window": """
-batches = list(loader)
-for start in range(0, len(batches), accum_steps):
-    window = batches[start : start + accum_steps]
-    x = torch.cat([x for x, _ in window])
-    y = torch.cat([y for _, y in window])
-    out = model(x)
-    if "vocab_size" in globals():
-        out, y = out.reshape(-1, vocab_size), y.reshape(-1)
-    loss_fn(out, y).backward()
-    optimizer.step()
-    optimizer.zero_grad()
-""",
-}
-
-
-@dataclass
-class Recording:
-    """One scenario's observations, validated against the rebuilt problem."""
-
-    grads: torch.Tensor  # [recorded steps, width]
-    params: torch.Tensor  # [recorded steps, width], just before each update
-    final: torch.Tensor  # [width]
-    steps: int
-    forwards_before: list[int]  # forward passes before each recorded step
-    forward_batches: list[int | None]  # the micro-batch each forward carried (None: not one)
-    forward_rows: list[int]  # rows (examples, or token sequences) each forward carried
-
-    @classmethod
-    def read(
-        cls, obs: Observations, index: int, meta: Any, problem: AccumulationProblem, tol: float
-    ) -> "Recording":
-        if not isinstance(meta, dict):
-            raise BadObservations(f"scenario {index}: no record")
-        width = problem.width
-        grads = obs.tensor(f"s{index}.grads", dims=2, width=width)
-        params = obs.tensor(f"s{index}.params", dims=2, width=width)
-        final = obs.tensor(f"s{index}.final", dims=1, width=width)
-        fingerprints = obs.tensor(f"s{index}.fingerprints", dims=1)
-        step_meta = as_list(meta.get("step_meta"), "step_meta", longest=MAX_LIST)
-        forwards_before = []
-        for item in step_meta:
-            if not isinstance(item, dict):
-                raise BadObservations(f"scenario {index}: malformed step record")
-            forwards_before.append(as_int(item.get("forwards"), "forwards", minimum=0))
-        rows = [
-            as_int(n, "fingerprint rows", minimum=0)
-            for n in as_list(meta.get("fingerprint_rows"), "fingerprint_rows", longest=MAX_LIST)
-        ]
-        shapes = as_list(meta.get("forward_shapes"), "forward_shapes", longest=MAX_LIST)
-        steps = as_int(meta.get("steps"), "steps", minimum=0)
-        if (
-            not len(forwards_before) == grads.shape[0] == params.shape[0]
-            or steps < len(forwards_before)
-            or len(shapes) != len(rows)
-            or sum(rows) != fingerprints.numel()
-            or any(b > len(rows) for b in forwards_before)
-        ):
-            raise BadObservations(f"scenario {index}: records do not line up")
-        forward_batches: list[int | None] = []
-        offset, hint = 0, 0
-        for count in rows:
-            batch = problem.microbatch_of(fingerprints[offset : offset + count], tol, hint)
-            forward_batches.append(batch)
-            hint = batch + 1 if batch is not None else hint
-            offset += count
-        row_width = problem.scenario.seq_len if problem.tokens else IN_FEATURES
-        forward_rows = []
-        for shape in shapes:
-            sizes = [as_int(n, "shape", minimum=0) for n in as_list(shape, "shape", longest=8)]
-            forward_rows.append(math.prod(sizes) // row_width)
-        return cls(grads, params, final, steps, forwards_before, forward_batches, forward_rows)
-
-    def consumed(self) -> list[int] | None:
-        """How many micro-batches (0, 1, 2... in order) had gone through the model before each
-        step; None when the forwards do not read as whole micro-batches taken in order."""
-        counts, seen = [], -1
-        for forwards in self.forwards_before:
-            for batch in self.forward_batches[:forwards]:
-                if batch is None or batch > seen + 1:
-                    return None  # not one micro-batch (a window, a slice...), or out of order
-                seen = max(seen, batch)
-            counts.append(seen + 1)
-        return counts
-
-    def seen(self) -> int:
-        """Distinct micro-batches that went through the model."""
-        return len({b for b in self.forward_batches if b is not None})
-
-    def window_forward(self, problem: AccumulationProblem) -> int | None:
-        """The examples of the first forward that carried more than a micro-batch holds (a
-        window run at once, in any shape), if the harness saw one."""
-        return next((n for n in self.forward_rows if n > problem.scenario.micro_batch_size), None)
-
-    def params_after(self, k: int) -> torch.Tensor:
-        return self.params[k + 1] if k + 1 < self.grads.shape[0] else self.final
 
 
 @dataclass
@@ -243,60 +110,6 @@ def analyse(
     return report
 
 
-def _theta_of(rec: Recording, consumed: list[int], j: int) -> torch.Tensor:
-    """Parameters in effect when micro-batch j was consumed: those of the first update that
-    came after it (params change only at updates)."""
-    k = next((k for k, count in enumerate(consumed) if count > j), len(consumed) - 1)
-    return rec.params[k]
-
-
-def _columns(problem: AccumulationProblem, rec: Recording, consumed: list[int]) -> torch.Tensor:
-    return torch.stack(
-        [problem.microbatch_gradient(_theta_of(rec, consumed, j), j) for j in range(consumed[-1])],
-        1,
-    )
-
-
-def weight_chart(
-    problem: AccumulationProblem, rec: Recording, consumed: list[int]
-) -> dict[str, list[list[float]]] | None:
-    """The weight each micro-batch's loss got in each optimizer step (least squares, as in the
-    diagnosis) next to the weights of a correct loop, for the feedback chart:
-    `{"steps": [[w_step1_mb1, ...], ...], "expected": [[...], ...]}`, one row per step and one
-    column per micro-batch consumed (0 where a step did not use a micro-batch), bounded to
-    CHART_STEPS x CHART_MICROBATCHES and rounded. None when the steps do not line up with the
-    correct loop's or an update is not a mix of micro-batch gradients (nothing to draw)."""
-    windows = problem.windows
-    if rec.steps != len(windows) or not consumed or consumed[0] < 1:
-        return None
-    shown = min(len(windows), CHART_STEPS)
-    width = min(max(consumed[shown - 1], windows[shown - 1][-1] + 1), CHART_MICROBATCHES)
-    columns = _columns(problem, rec, consumed[:shown])
-    steps, expected = [], []
-    for k in range(shown):
-        count = consumed[k]
-        target = rec.grads[k]
-        solved = torch.linalg.lstsq(columns[:, :count], target.unsqueeze(1)).solution.squeeze(1)
-        if rel(columns[:, :count] @ solved, target) > RESIDUAL:
-            return None
-        row = [0.0] * width
-        for j, value in enumerate(solved.tolist()[:width]):
-            row[j] = value
-        correct = [0.0] * width
-        for j, value in zip(windows[k], problem.expected_weights(windows[k]).tolist(), strict=True):
-            if j < width:
-                correct[j] = value
-        steps.append([_round(v) for v in row])
-        expected.append([_round(v) for v in correct])
-    return {"steps": steps, "expected": expected}
-
-
-def _round(value: float) -> float:
-    if not math.isfinite(value):
-        return 0.0
-    return round(value, CHART_DIGITS) + 0.0  # + 0.0: no -0.0 in the JSON
-
-
 def diagnose(report: ScenarioReport, tol: float) -> Finding | None:
     """The first mistake that explains this scenario's numbers (memory is judged per job)."""
     problem, rec = report.problem, report.recording
@@ -339,7 +152,7 @@ def diagnose(report: ScenarioReport, tol: float) -> Finding | None:
             number,
         )
     if consumed is not None:
-        found = _diagnose_weights(problem, rec, consumed, tol, number)
+        found = diagnose_weights(problem, rec, consumed, tol, number)
         if found is not None:
             return found
     if report.grad_error > tol:
@@ -349,116 +162,6 @@ def diagnose(report: ScenarioReport, tol: float) -> Finding | None:
 
 def _sizes(consumed: list[int]) -> list[int]:
     return [consumed[0], *(b - a for a, b in itertools.pairwise(consumed))] if consumed else []
-
-
-def _diagnose_weights(
-    problem: AccumulationProblem, rec: Recording, consumed: list[int], tol: float, number: int
-) -> Finding | None:
-    """Solve for the weight each micro-batch got in each update and match known patterns."""
-    a = problem.scenario.accum_steps
-    if not consumed or consumed[-1] < 1:
-        return None
-    columns = _columns(problem, rec, consumed)
-    for k, window in enumerate(problem.windows):
-        count = consumed[k]
-        target = rec.grads[k]
-        if count < 1:
-            return None
-        weights = torch.linalg.lstsq(columns[:, :count], target.unsqueeze(1)).solution.squeeze(1)
-        if rel(columns[:, :count] @ weights, target) > RESIDUAL:
-            return None  # the update is not a mix of micro-batch gradients
-        inside, earlier = weights[window[0] : window[-1] + 1], weights[: window[0]]
-        if inside.numel() == 0:
-            return None
-        largest = float(inside.abs().max())
-        if largest == 0.0:
-            return None
-        if earlier.numel() and float(earlier.abs().max()) > LEAK * largest:
-            return Finding("grads_never_cleared", {"step": k + 1}, number)
-        if len(window) > 1 and float(inside[:-1].abs().max()) < LEAK * largest:
-            return Finding("zeroed_every_microbatch", {"accum_steps": a}, number)
-        expected = problem.expected_weights(window)
-        ratio = float(inside @ expected / (expected @ expected))
-        if rel(inside, ratio * expected) <= SPREAD:
-            if abs(ratio - 1) <= 10 * tol:
-                continue  # this update is right; look at the next one
-            if len(window) < a and abs(ratio - len(window) / a) <= SPREAD * ratio:
-                return Finding(
-                    "partial_cycle_misscaled",
-                    {"leftover": len(window), "accum_steps": a},
-                    number,
-                )
-            if a > 1 and abs(ratio - a) <= SPREAD * a:
-                return Finding(
-                    "loss_not_scaled", {"ratio": round(ratio, 1), "accum_steps": a}, number
-                )
-            return Finding(
-                "wrong_loss_scale", {"ratio": float(f"{ratio:.3g}"), "accum_steps": a}, number
-            )
-        uniform = torch.full_like(inside, float(inside.mean()))
-        if problem.tokens and rel(inside, uniform) <= SPREAD:
-            return Finding("token_mean_of_means", {}, number)
-        return None
-    return None
-
-
-@dataclass
-class MemoryVerdict:
-    """The learner's peak placed among the trusted phases' peaks (bytes)."""
-
-    peak: int
-    one_at_a_time: int
-    kept_graphs: int
-    whole_window: int
-
-    @property
-    def limit(self) -> int:
-        """Halfway between one micro-batch at a time and the cheapest way of holding a window."""
-        return (self.one_at_a_time + min(self.kept_graphs, self.whole_window)) // 2
-
-    @property
-    def passed(self) -> bool:
-        return self.peak <= self.limit
-
-    @property
-    def held_whole_window(self) -> bool:
-        return self.peak > (self.kept_graphs + self.whole_window) // 2
-
-    def values(self) -> dict[str, Any]:
-        return {"peak": mib(self.peak), "expected": mib(self.one_at_a_time)}
-
-
-def memory_verdict(run: GradedRun) -> MemoryVerdict:
-    peaks = {}
-    for name in ("learner", *TRUSTED):
-        phase = run.trusted(name, 0)
-        peaks[name] = measured(phase.run.peak_bytes, f"the memory peak of phase {name}")
-    verdict = MemoryVerdict(
-        peaks["learner"], peaks["one_at_a_time"], peaks["kept_graphs"], peaks["whole_window"]
-    )
-    if min(verdict.kept_graphs, verdict.whole_window) - verdict.one_at_a_time < MIN_SEPARATION:
-        raise Unmeasured(f"the memory witnesses do not stand apart on this machine: {peaks}")
-    return verdict
-
-
-def memory_finding(verdict: MemoryVerdict, reports: list[ScenarioReport]) -> Finding:
-    """Which way the learner held a window: the peak says whole windows or kept graphs; the
-    fingerprints, when they saw a window go through the model, say so too (and show its
-    size)."""
-    window = next(
-        (
-            (r.number, size)
-            for r in reports
-            if (size := r.recording.window_forward(r.problem)) is not None
-        ),
-        None,
-    )
-    values = verdict.values()
-    if window is not None:
-        return Finding("microbatches_not_used", values, window[0], {"batch_size": window[1]})
-    if verdict.held_whole_window:
-        return Finding("microbatches_not_used", values)
-    return Finding("graphs_kept_alive", values)
 
 
 class AccumulationGrader(ExerciseGrader):
@@ -502,7 +205,15 @@ class AccumulationGrader(ExerciseGrader):
         # once, then how often the loop steps and what its updates contain, and last graphs
         # kept alive (right updates, none of the memory saved).
         finding = first_finding(r.finding for r in reports)
-        held = None if memory.passed else memory_finding(memory, reports)
+        window = next(
+            (
+                (r.number, size)
+                for r in reports
+                if (size := r.recording.window_forward(r.problem)) is not None
+            ),
+            None,
+        )
+        held = None if memory.passed else memory_finding(memory, window)
         if held is not None and (
             finding is None
             or (finding.code != "never_stepped" and held.code == "microbatches_not_used")

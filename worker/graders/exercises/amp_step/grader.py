@@ -18,7 +18,8 @@ recomputed here at the learner's own parameters:
 - `inf_step`: the poisoned batch left the parameters finite and unchanged (the numbers a skipped
   step gives; the scale backing off changes no number in bfloat16, so it is feedback only).
 - `gradients`: one real optimizer.step() per finite batch, each with the unscaled, clipped
-  gradient of its batch (float64 reference, evaluated at the parameters the learner had).
+  gradient of its batch, evaluated at the parameters the learner had (on the CPU the autocast
+  recomputation, which a correct loop matches exactly; on CUDA a float64 one).
 - `parameters`: the final parameters against the float64 run that skips the poisoned batch.
 
 Numerics (bench/RESULTS.md "amp-step witness"): on the CPU (bfloat16, unit roundoff 2^-8) a
@@ -118,11 +119,14 @@ def analyse(number: int, problem: AmpProblem, rec: Recording, device: str) -> Sc
             order_bad = k if order_bad is None else order_bad
             continue
         theta, learner = rec.params[k], rec.grads[k]
-        grad_error = max(grad_error, rel(learner, problem.clipped_gradient(theta, iteration)))
         low = problem.float32_gradient(theta, iteration, AMP_DTYPE[device])
         full = problem.float32_gradient(theta, iteration, None)
         low_clipped, low_norm = clip(low, s.max_norm)
         full_clipped, _ = clip(full, s.max_norm)
+        # On the CPU the autocast recomputation is the learner's computation, rounding for
+        # rounding; on CUDA (cuBLAS rounds differently) the float64 gradient is the yardstick.
+        reference = low_clipped if device == "cpu" else problem.clipped_gradient(theta, iteration)
+        grad_error = max(grad_error, rel(learner, reference))
         witness.to_autocast.append(rel(learner, low_clipped))
         witness.to_float32.append(rel(learner, full_clipped))
         witness.gap.append(rel(low_clipped, full_clipped))

@@ -44,13 +44,13 @@ from worker.graders.kit import (
     first,
     first_finding,
     make_check,
-    measured,
+    memory_peak,
     percent,
     rel,
     runs_check,
 )
 from worker.harness.exercises.fit_the_budget.problem import MemoryScenario
-from worker.jobs import Phase, PhaseRun
+from worker.jobs import Phase
 from worker.observations import BadObservations, Observations
 
 TOLERANCE = {"cpu": 1e-9, "cuda": 1e-4}  # relative, on gradients and on parameters
@@ -111,17 +111,11 @@ class Recording:
         )
 
 
-def _peak(run: PhaseRun, device: str) -> int:
-    if device == "cuda":
-        return measured(run.gpu_peak_bytes, "a phase's GPU memory peak")
-    return measured(run.peak_bytes, "a phase's memory peak")
-
-
 def memory_ratio(run: GradedRun, index: int, device: str) -> float:
     """The learner's step cost against the plain step's, both above the idle phase's peak."""
-    idle = _peak(run.trusted("idle", index).run, device)
-    plain = _peak(run.trusted("plain", index).run, device) - idle
-    learner = _peak(run.learner(index).run, device) - idle
+    idle = memory_peak(run.trusted("idle", index).run, device)
+    plain = memory_peak(run.trusted("plain", index).run, device) - idle
+    learner = memory_peak(run.learner(index).run, device) - idle
     if plain < MIN_STEP_BYTES:
         raise Unmeasured(f"the plain step of scenario {index} cost only {plain} bytes")
     return max(learner, 0) / plain

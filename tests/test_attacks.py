@@ -914,7 +914,9 @@ def test_fork_bomb_is_capped_killed_at_the_wall_clock_and_the_host_stays_respons
     with Heartbeat() as heartbeat, Watcher() as watcher:
         result = attack(host, FORK_BOMB)
     _assert_error(result, "timeout")
-    assert result.timings.run_s < MAX_WALL_S + 5
+    # the wall clock, plus a fresh slot's start (interpreter, torch, warm-up) and the job's
+    # trusted phases before the learner's: the cold path runs all of them for one job
+    assert result.timings.run_s < MAX_WALL_S + 8
     assert len(heartbeat.latencies) >= 5 and max(heartbeat.latencies) < 3.0, heartbeat.latencies
     assert watcher.seen, "the bomb never ran"
     pids = {entry.split()[1] for entry in watcher.seen}
@@ -1313,16 +1315,14 @@ for start in range(0, len(batches), accum_steps):
 """
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="HOLE (grading integrity, not host safety): the 'microbatches' check trusts "
-    "forward_batch_sizes recorded by a hook inside the learner's own process; clearing "
-    "model._forward_pre_hooks lets a whole-window batch (no accumulation at all, "
-    "corpus whole_epoch_batch's mistake) pass every check.",
-)
 def test_unhooking_the_recorder_does_not_pass_a_loop_without_accumulation(host: Host) -> None:
+    """Once a hole: the 'microbatches' check trusted batch sizes a hook recorded inside the
+    learner's process. Now the kernel's memory peak decides, and clearing hooks changes it not."""
     result = _grade(host, _render(TAMPERED))
     assert result.status != "passed", [(c.id, c.passed) for c in result.checks]
+    microbatches = next(c for c in result.checks if c.id == "microbatches")
+    assert not microbatches.passed
+    assert result.diagnosis is not None and result.diagnosis.code == "microbatches_not_used"
 
 
 # --- after everything: the next job on the same settings grades correctly ------------------------

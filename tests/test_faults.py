@@ -222,18 +222,26 @@ def _wait_done(client: httpx.Client, ids: list[str], timeout_s: float) -> dict[s
 
 
 def test_500_jobs_on_4_workers_each_end_with_exactly_one_result(cluster: Cluster) -> None:
-    expected: dict[str, str] = {}
+    # Every tenth job is fully graded (a correct or a wrong loop); the others are syntax errors
+    # on a line of their own, so that every result says which submission it belongs to while
+    # the queue, not the grader, is what 500 jobs exercise.
+    expected: dict[str, tuple[str, int | None]] = {}
     with Session(cluster.engine) as session:  # one transaction: the workers see all at once
         for i in range(JOBS):
+            if i % 10 == 0:
+                code, verdict = (
+                    (CORRECT, ("passed", None)) if i % 20 == 0 else (WRONG, ("failed", None))
+                )
+            else:
+                line = i % 97 + 1
+                code, verdict = "\n" * (line - 1) + "loss = (\n", ("error", line)
             submission = Submission(
-                exercise=EXERCISE,
-                code=(CORRECT if i % 2 == 0 else WRONG) + f"\n# {i}\n",
-                owner="learner:fault-test",
+                exercise=EXERCISE, code=code + f"\n# {i}\n", owner="learner:fault-test"
             )
             session.add(submission)
             session.flush()
             session.add(Job(submission_id=submission.id))
-            expected[submission.id] = "passed" if i % 2 == 0 else "failed"
+            expected[submission.id] = verdict
         session.commit()
     started = time.monotonic()
     while (
@@ -253,10 +261,12 @@ def test_500_jobs_on_4_workers_each_end_with_exactly_one_result(cluster: Cluster
         jobs = session.exec(select(Job)).all()
     assert len(jobs) == JOBS and {j.submission_id for j in jobs} == set(expected)
     assert {j.status for j in jobs} == {"done"}
-    for submission_id, status in expected.items():
+    for submission_id, (status, line) in expected.items():
         submission = submissions[submission_id]
         assert submission.status == status and submission.result_json
-        assert json.loads(submission.result_json)["status"] == status
+        result = json.loads(submission.result_json)
+        assert result["status"] == status
+        assert (result["error"] or {}).get("line") == line
     accepted = Counter(e["job_id"] for e in cluster.log_events("finish") if e["accepted"])
     assert set(accepted) == {j.id for j in jobs}, "a job's finish was never accepted"
     assert max(accepted.values()) == 1, "a job's finish was accepted twice"

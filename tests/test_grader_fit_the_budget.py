@@ -26,11 +26,11 @@ MIB = 1 << 20
 
 
 def test_scenario_design() -> None:
-    """At least 3 scenarios; SGD and Adam; several budgets; a batch size that no chunk count
-    from 2 to 8 divides; nothing that a fixed chunk size fits everywhere."""
+    """At least 3 scenarios; SGD and Adam; budgets well clear of the usual fixes (<= 0.72) and of
+    the plain step (1.00); a batch size that no chunk count from 2 to 8 divides."""
     assert len(SCENARIOS) >= 3
     assert {s["optimizer"] for s in SCENARIOS} == {"sgd", "adam"}
-    assert len({s["budget"] for s in SCENARIOS}) >= 2
+    assert all(0.8 <= s["budget"] <= 0.9 for s in SCENARIOS)
     assert any(all(s["examples"] % k for k in range(2, 9)) for s in SCENARIOS)
     assert len({s["seed"] for s in SCENARIOS}) == len(SCENARIOS)
     assert len({s["examples"] for s in SCENARIOS}) == len(SCENARIOS)
@@ -120,12 +120,12 @@ def _ratios(pool: WarmPool, content: Content, code: str) -> list[float]:
 
 
 def test_the_kernel_reads_the_plain_step_to_a_few_percent(pool: WarmPool, content: Content) -> None:
-    """The starter is the plain step: the kernel's ratio for it is 1 within 6% in every
+    """The starter is the plain step: the kernel's ratio for it is 1 within 8% in every
     scenario, run after run (the memory controller charges pages in per-CPU batches)."""
     starter = (PROJECT_ROOT / "lessons/gpu-memory/exercises/fit-the-budget.py").read_text()
     for _ in range(2):
         for ratio in _ratios(pool, content, starter):
-            assert ratio == pytest.approx(1.0, abs=0.06)
+            assert ratio == pytest.approx(1.0, abs=0.08)
 
 
 def test_memory_parked_outside_torch_still_counts(pool: WarmPool, content: Content) -> None:

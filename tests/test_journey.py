@@ -217,7 +217,7 @@ def test_learner_journey(browser: "Browser", server: str, artifacts: Path, local
     diagnosis = result.locator(".diagnosis[data-code=loss_not_scaled]")
     assert diagnosis.locator("h4").inner_text() == gettext(locale, "What went wrong")
     message = words(diagnosis.locator("p").first.inner_text())
-    template = lesson_text["diagnoses"]["loss_not_scaled"]
+    template = lesson_text["exercises"]["accumulate"]["diagnoses"]["loss_not_scaled"]
     found = diagnosis_pattern(words(template)).fullmatch(message)
     assert found, f"diagnosis {message!r} is not {template!r} filled in"
     ratio = float(found["ratio"].replace(",", "."))

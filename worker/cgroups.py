@@ -132,14 +132,18 @@ class Cgroup:
         if max_pids is not None:
             (self.dirs["pids"] / "pids.max").write_text(str(max_pids))
         if memory_mb is not None:
-            memory, limit = self.dirs["memory"], str(memory_mb << 20)
-            if _v2(memory):
-                (memory / "memory.max").write_text(limit)
-                (memory / "memory.swap.max").write_text("0")
-            else:
-                (memory / "memory.limit_in_bytes").write_text(limit)
-                with contextlib.suppress(OSError):  # no swap accounting on many kernels
-                    (memory / "memory.memsw.limit_in_bytes").write_text(limit)
+            self.limit_memory(memory_mb)
+
+    def limit_memory(self, memory_mb: int) -> None:
+        """Cap the memory (and swap) it may be charged for."""
+        memory, limit = self.dirs["memory"], str(memory_mb << 20)
+        if _v2(memory):
+            (memory / "memory.max").write_text(limit)
+            (memory / "memory.swap.max").write_text("0")
+        else:
+            (memory / "memory.limit_in_bytes").write_text(limit)
+            with contextlib.suppress(OSError):  # no swap accounting on many kernels
+                (memory / "memory.memsw.limit_in_bytes").write_text(limit)
 
     def enter(self, pid: int = 0) -> None:
         """Move process `pid` (0: the caller) into this cgroup, in every hierarchy."""

@@ -4,9 +4,10 @@ interpreter and an `import torch` (seconds).
 
 Each slot is one bubblewrap sandbox with every protection of `worker.sandbox` (namespaces,
 seccomp, read-only runtime, rlimits) plus `--as-pid-1` for its zygote, in a cgroup of its own.
-Every phase's process is moved into a fresh cgroup below it before it reads its phase, so the
-kernel keeps that phase's memory peak and CPU time apart from everything else, and the worker
-reads them from outside (`worker.cgroups`). After each phase the zygote kills everything else in
+The zygote keeps one idle standby child, which the worker moves into a fresh cgroup below the
+slot's while no job waits for it; a phase is handed to that child, so the kernel keeps the
+phase's memory peak and CPU time apart from everything else, and the worker reads them from
+outside (`worker.cgroups`). After each phase the zygote kills everything else in
 the slot and wipes its scratch areas. A slot whose phase timed out, whose zygote stopped
 answering, or which broke the protocol in any way is killed whole and started afresh: nothing a
 job did can reach the next job through a slot that could not be cleaned.
@@ -32,7 +33,7 @@ import uuid
 from typing import Any
 
 from gradlab.config import Settings
-from worker.cgroups import Cgroup
+from worker.cgroups import Cgroup, roots
 from worker.confinement import seccomp_fd
 from worker.gpu_watchdog import watch_gpu_memory
 from worker.harness.protocol import FrameError, frame, read_frame
@@ -156,6 +157,10 @@ class Slot:
         self.cgroup: Cgroup | None = None
         self._sandbox_pids: set[int] = set()  # bwrap and the zygote, in the zygote's cgroup
         self._cache: dict[str, PhaseRun] = {}  # cacheable trusted phases, for this zygote
+        self._inbox = b""  # bytes of the zygote's frames not read yet
+        # the zygote's idle standby child, already in a fresh cgroup of its own (or no cgroup)
+        self._standby: tuple[Cgroup | None, int | None] | None = None
+        self._preparing: threading.Thread | None = None
 
     def start(self) -> None:
         ours, theirs = socket.socketpair()
@@ -199,9 +204,14 @@ class Slot:
             raise SlotBroken("the zygote did not start")
         self._sandbox_pids = zygote.procs() if zygote is not None else set()
         self._cache.clear()  # a new zygote: trusted phases are measured again
+        self._inbox = b""
+        self._take_standby()
 
     def stop(self) -> None:
         """Kill the whole slot: bwrap, its pid namespace, and anything left in its cgroup."""
+        if self._preparing is not None and self._preparing is not threading.current_thread():
+            self._preparing.join()
+        self._preparing = self._standby = None
         if self.process is not None and self.process.poll() is None:
             os.killpg(self.process.pid, 9)
             self.process.wait()
@@ -257,6 +267,7 @@ class Slot:
                 "limits": {"cpu_s": int(timeout_s) + 5, "memory_mb": job.memory_mb},
             }
         ).encode()
+        cgroup, pid = self._claim_standby(job)
         pipes = [os.pipe() for _ in range(3)]  # stdout, stderr, observations
         job_read, job_write = os.pipe()  # the phase itself, read only by the phase's process
         clock_ours, clock_theirs = socket.socketpair()
@@ -282,11 +293,6 @@ class Slot:
         for reader in readers:
             reader.start()
         run = PhaseRun(phase, None, streams[2], stdout=streams[0], stderr=streams[1])
-        cgroup, pid = self._enter_phase_cgroup(job)
-        if cgroup is None and self.cgroup is not None:
-            os.close(job_write)  # the child reads nothing and ends; the slot is suspect
-            self.stop()
-            raise SlotBroken("could not put the phase's process in its cgroup")
         threading.Thread(target=_write_and_close, args=(job_write, request), daemon=True).start()
         started = time.monotonic()
         watchdog = watch_gpu_memory(
@@ -294,7 +300,8 @@ class Slot:
         )
         with PhaseClock(clock_ours, cgroup, pid, phase.timed_blocks) as clock, watchdog:
             answer = self._frame(timeout_s + CLEANUP_GRACE_S)
-            if answer is None:
+            if answer is None or not isinstance(answer.get("status"), int):
+                answer = None
                 self.stop()  # timed out or broke the protocol: nothing may reach the next job
         run.timed, run.clock_error = clock.timed, clock.error
         run.gpu_peak_bytes = getattr(watchdog, "peak", None)
@@ -311,63 +318,84 @@ class Slot:
             )
         for reader in readers:
             reader.join(timeout=5)
+        if self.control is not None:  # the next standby, off this job's path where it can be
+            self._preparing = threading.Thread(target=self._take_standby, daemon=True)
+            self._preparing.start()
         return run
 
-    def _enter_phase_cgroup(self, job: SandboxJob) -> tuple[Cgroup | None, int | None]:
-        """Wait for the zygote's "forked", then move that child into a fresh phase cgroup (it
-        is still blocked reading its phase, so nothing it does escapes the new cgroup)."""
+    def _take_standby(self) -> None:
+        """Read the zygote's "forked" and move that standby child into a fresh phase cgroup. It
+        is idle, waiting for its phase's fds, so nothing it does escapes the new cgroup."""
         answer = self._frame(FORK_TIMEOUT_S)
         if answer is None or not isinstance(answer.get("forked"), int):
-            self.stop()
-            raise SlotBroken("the zygote did not fork")
+            log.error("the zygote announced no standby child: %s", answer)
+            return  # self._standby stays None: the next phase stops the slot
         if self.cgroup is None:
-            return None, None
-        zygote = self.cgroup.at("zygote")
-        new = zygote.procs() - self._sandbox_pids
+            self._standby = (None, None)
+            return
+        new = self.cgroup.at("zygote").procs() - self._sandbox_pids
         if len(new) != 1:
-            return None, None
+            log.error("expected one standby child in the zygote's cgroup, found %s", new)
+            return
         (pid,) = new
         try:
             cgroup = self.cgroup.child(
-                f"phase-{uuid.uuid4().hex[:12]}",
-                max_pids=self.settings.max_processes,
-                memory_mb=job.memory_mb,
+                f"phase-{uuid.uuid4().hex[:12]}", max_pids=self.settings.max_processes
             )
         except OSError:
             log.exception("could not make a phase cgroup")
-            return None, None
+            return
         try:
             cgroup.enter(pid)
         except OSError:
+            log.exception("could not move the standby child into its cgroup")
             cgroup.remove()
-            return None, None
+            return
+        self._standby = (cgroup, pid)
+
+    def _claim_standby(self, job: SandboxJob) -> tuple[Cgroup | None, int | None]:
+        """The standby for this phase, capped at the job's memory; SlotBroken if there is
+        none (the slot is then killed and started afresh)."""
+        if self._preparing is not None:
+            self._preparing.join()
+            self._preparing = None
+        standby, self._standby = self._standby, None
+        if standby is None:
+            self.stop()
+            raise SlotBroken("no standby child to run the phase")
+        cgroup, pid = standby
+        if cgroup is not None:
+            try:
+                cgroup.limit_memory(job.memory_mb)
+            except OSError:
+                cgroup.remove()
+                self.stop()
+                raise SlotBroken("could not cap the phase's memory") from None
         return cgroup, pid
 
     def _frame(self, timeout_s: float) -> dict[str, Any] | None:
-        """One answer frame from the zygote, or None (timeout, closed, malformed)."""
+        """The zygote's next frame, or None (timeout, closed, malformed)."""
         assert self.control is not None
         deadline = time.monotonic() + timeout_s
-        data = b""
         while True:
-            if len(data) >= 4:
-                (size,) = struct.unpack(">I", data[:4])
+            if len(self._inbox) >= 4:
+                (size,) = struct.unpack(">I", self._inbox[:4])
                 if size > MAX_ANSWER:
                     return None
-                if len(data) >= 4 + size:
-                    if len(data) > 4 + size:
-                        return None  # the zygote sends one frame at a time
+                if len(self._inbox) >= 4 + size:
+                    data, self._inbox = self._inbox[4 : 4 + size], self._inbox[4 + size :]
                     with contextlib.suppress(ValueError):
-                        answer = json.loads(data[4 : 4 + size])
+                        answer = json.loads(data)
                         return answer if isinstance(answer, dict) else None
                     return None
             left = deadline - time.monotonic()
             ready, _, _ = select.select([self.control], [], [], max(left, 0))
             if not ready:
                 return None
-            chunk = self.control.recv(4 + MAX_ANSWER - len(data))
+            chunk = self.control.recv(4096)
             if not chunk:
                 return None
-            data += chunk
+            self._inbox += chunk
 
 
 def _cache_key(job: SandboxJob, phase: Phase) -> str:
@@ -403,6 +431,12 @@ class WarmPool:
         ]
         self._lock = threading.Condition()
         self._broken: queue.Queue[Slot | None] = queue.Queue()
+        if not roots():
+            log.warning(
+                "no cgroup hierarchy this worker may use: jobs are not capped per phase, and "
+                "the exercises whose verdict needs the kernel's measurements (memory, CPU time) "
+                "answer internal_error (docs/grading-integrity.md)"
+            )
         Cgroup.sweep()
         for slot in self._free:
             slot.start()  # pre-warmed before the first job arrives

@@ -12,8 +12,10 @@ harness recorded inside the learner's process (hooks, call orders, shapes) only 
 diagnosis and the evidence shown to the learner.
 """
 
+import functools
 import math
-from collections.abc import Callable, Iterable, Sequence
+import threading
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -220,6 +222,22 @@ def runs_check(texts: Texts, passed: bool = True) -> Check:
 def first(items: Sequence[T], fails: Callable[[T], bool]) -> T | None:
     """The first item for which `fails` holds (a check speaks of its first failing scenario)."""
     return next((item for item in items if fails(item)), None)
+
+
+def per_thread(factory: Callable[[Hashable], T]) -> Callable[[Hashable], T]:
+    """Memoise `factory` per thread and argument: for a scenario's rebuilt problem, which holds a
+    model the judge evaluates at the learner's parameters (mutable, so one thread at a time),
+    and whose data, model and fingerprints are the same for every job of the scenario."""
+    local = threading.local()
+
+    @functools.wraps(factory)
+    def cached(key: Hashable) -> T:
+        store: dict[Hashable, T] = local.__dict__.setdefault("store", {})
+        if key not in store:
+            store[key] = factory(key)
+        return store[key]
+
+    return cached
 
 
 # --- numbers ----------------------------------------------------------------------------------

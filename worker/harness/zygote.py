@@ -1,15 +1,17 @@
 """The warm pool's zygote: a long-lived process inside one sandbox slot that has imported torch
 (CUDA never initialised here) and forks one child per job.
 
-Protocol on the control socket (fd given as argv[1]): the zygote sends b"ready"; then, per phase
-of a job, the worker sends the bytes b"job" with five fds attached (one sendmsg, SCM_RIGHTS):
-stdout, stderr, observations, the read end of a pipe carrying the phase itself (JSON {spec,
-phase, indices, code, limits}), and the phase's clock socket. The zygote forks and answers a
-frame {"forked": pid}; the worker moves that child into the phase's own cgroup and only then
-writes the phase into the pipe, so everything the phase does is charged to that cgroup. Only the
-child reads the phase; it sets its rlimits and runs the harness. The zygote waits for it, kills
-every other process in the slot and wipes the scratch areas, then answers a frame
-{"status": waitpid status}. Frames are a 4-byte big-endian length and a JSON object.
+Protocol on the control socket (fd given as argv[1]): the zygote sends b"ready", forks a
+**standby** child and announces it with a frame {"forked": pid}; the worker moves that child
+into a fresh cgroup of its own while it waits, idle, for work (so neither the fork nor the move
+is on a job's path). Per phase of a job, the worker sends the bytes b"job" with five fds
+attached (one sendmsg, SCM_RIGHTS): stdout, stderr, observations, the read end of a pipe
+carrying the phase itself (JSON {spec, phase, indices, code, limits}), and the phase's clock
+socket. The zygote hands them to the standby over their private socket; only the standby
+reads the phase; it sets its rlimits and runs the harness, everything it does charged to its
+own cgroup. The zygote waits for it, kills every other process in the slot and wipes the
+scratch areas, answers a frame {"status": waitpid status}, then forks the next standby and
+announces it. Frames are a 4-byte big-endian length and a JSON object.
 
 Security reasoning: the zygote runs as PID 1 of the slot's pid namespace (`bwrap --as-pid-1`),
 so no job process can signal it (the kernel drops signals to a namespace's init that it has no
@@ -79,13 +81,16 @@ def _reap_all() -> None:
             return
 
 
-def _child(fds: list[int], control: socket.socket) -> None:
-    """In the forked child: wait for the phase (the worker writes it once this process is in
-    the phase's cgroup), become it. Never returns."""
+def _standby(handoff: socket.socket) -> None:
+    """In the forked standby child: wait, idle, for a phase's fds, then become the phase. Never
+    returns."""
     try:
-        control.close()
         os.setsid()
         ctypes.CDLL(None).prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)
+        _message, fds, _flags, _addr = socket.recv_fds(handoff, 16, 5)
+        handoff.close()
+        if len(fds) != 5:
+            os._exit(70)
         stdout, stderr, obs, job, clock = fds
         with os.fdopen(job, "rb") as source:
             request: dict[str, Any] = json.loads(source.read(MAX_JOB))
@@ -164,6 +169,20 @@ def _send(control: socket.socket, answer: dict[str, Any]) -> None:
     control.sendall(struct.pack(">I", len(encoded)) + encoded)
 
 
+def _fork_standby(control: socket.socket) -> tuple[int, socket.socket]:
+    """A fresh standby child, announced to the worker; returns its pid and our end of the
+    socket its phase's fds will travel on."""
+    ours, theirs = socket.socketpair()
+    pid = os.fork()
+    if pid == 0:
+        control.close()
+        ours.close()
+        _standby(theirs)
+    theirs.close()
+    _send(control, {"forked": pid})
+    return pid, ours
+
+
 def main() -> None:
     control = socket.socket(fileno=int(sys.argv[1]))
     ctypes.CDLL(None).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
@@ -184,6 +203,7 @@ def main() -> None:
     gc.freeze()
     mounts = _mount_points()  # fixed for the slot's life: a job cannot mount (seccomp)
     control.sendall(b"ready")
+    pid, handoff = _fork_standby(control)
     while True:
         try:
             message, fds, _flags, _addr = socket.recv_fds(control, 16, 5)
@@ -193,17 +213,17 @@ def main() -> None:
             return  # the worker is gone: so are we (and, as PID 1, the whole slot)
         if message != JOB_FRAME or len(fds) != 5:
             return  # not our protocol: end the slot
-        pid = os.fork()
-        if pid == 0:
-            _child(fds, control)
+        with contextlib.suppress(OSError):  # a standby that died just ends its phase early
+            socket.send_fds(handoff, [JOB_FRAME], fds)
+        handoff.close()
         for fd in fds:
             os.close(fd)
-        _send(control, {"forked": pid})
         _, status = os.waitpid(pid, 0)
         _reap_all()
         for path in SCRATCH_DIRS:
             _wipe(path, mounts)
         _send(control, {"status": status})
+        pid, handoff = _fork_standby(control)
 
 
 if __name__ == "__main__":

@@ -52,11 +52,14 @@ from worker.graders.kit import (
     first,
     first_finding,
     make_check,
+    per_thread,
     rel,
     runs_check,
 )
 from worker.harness.exercises.accumulation.problem import AccumulationScenario
 from worker.jobs import Phase
+
+problem_of = per_thread(AccumulationProblem)
 
 TOLERANCE = {"cpu": 1e-9, "cuda": 1e-3}  # relative, on gradients and on parameters
 FINGERPRINT_TOL = {"cpu": 1e-9, "cuda": 1e-5}  # relative to the projections' scale
@@ -187,7 +190,7 @@ class AccumulationGrader(ExerciseGrader):
         notes: list[float] = []
         for record in run.records():
             scenario = AccumulationScenario.from_dict(record.spec)
-            problem = AccumulationProblem(scenario)
+            problem = problem_of(scenario)
             recording = Recording.read(
                 record.observations, record.index, record.meta, problem, fingerprint_tol
             )

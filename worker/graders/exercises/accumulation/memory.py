@@ -8,8 +8,8 @@ from typing import Any
 from worker.graders.kit import Finding, GradedRun, Unmeasured, memory_peak, mib
 
 # The trusted references must stand apart by this much for the memory verdict to mean anything
-# (the noise of a peak between runs is ~0.5 MiB; the witnesses put them 5+ MiB apart).
-MIN_SEPARATION = 4 << 20
+# (the noise of a peak between runs is ~0.5 MiB; the witnesses put them 3.5+ MiB apart).
+MIN_SEPARATION = 3 << 20
 # The trusted phases: our own loops, run exactly as the learner's script is.
 TRUSTED = {
     "one_at_a_time": """

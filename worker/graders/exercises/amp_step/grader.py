@@ -48,10 +48,13 @@ from worker.graders.kit import (
     first,
     first_finding,
     make_check,
+    per_thread,
     rel,
     runs_check,
 )
 from worker.harness.exercises.amp_step.problem import AmpScenario
+
+problem_of = per_thread(AmpProblem)
 
 # relative errors; see the module docstring and the measurements in bench/RESULTS.md
 GRAD_TOL = {"cpu": 0.03, "cuda": 0.03}
@@ -115,8 +118,7 @@ def analyse(number: int, problem: AmpProblem, rec: Recording, device: str) -> Sc
     grad_error = 0.0 if rec.steps == len(finite) and rec.step_iterations == finite else math.inf
     for k, iteration in enumerate(rec.step_iterations):
         if not (0 <= iteration < s.batches and iteration != s.inf_batch):
-            grad_error = math.inf
-            order_bad = k if order_bad is None else order_bad
+            grad_error = math.inf  # a step on the poisoned batch: inf_step's matter, not order's
             continue
         theta, learner = rec.params[k], rec.grads[k]
         low = problem.float32_gradient(theta, iteration, AMP_DTYPE[device])
@@ -291,7 +293,7 @@ class AmpStepGrader(ExerciseGrader):
         device = run.device
         reports: list[ScenarioReport] = []
         for record in run.records():
-            problem = AmpProblem(AmpScenario.from_dict(record.spec))
+            problem = problem_of(AmpScenario.from_dict(record.spec))
             recording = Recording.read(
                 record.observations, record.index, record.meta, problem.width
             )

@@ -45,6 +45,7 @@ from worker.graders.kit import (
     first_finding,
     make_check,
     memory_peak,
+    per_thread,
     percent,
     rel,
     runs_check,
@@ -52,6 +53,8 @@ from worker.graders.kit import (
 from worker.harness.exercises.fit_the_budget.problem import MemoryScenario
 from worker.jobs import Phase
 from worker.observations import BadObservations, Observations
+
+problem_of = per_thread(MemoryProblem)
 
 TOLERANCE = {"cpu": 1e-9, "cuda": 1e-4}  # relative, on gradients and on parameters
 FINGERPRINT_TOL = {"cpu": 1e-9, "cuda": 1e-5}  # relative to the projections' scale
@@ -320,7 +323,7 @@ class FitTheBudgetGrader(ExerciseGrader):
         tol = TOLERANCE[device]
         reports = []
         for record in run.records():
-            problem = MemoryProblem(MemoryScenario.from_dict(record.spec))
+            problem = problem_of(MemoryScenario.from_dict(record.spec))
             recording = Recording.read(
                 record.observations, record.index, record.meta, problem.width
             )

@@ -34,7 +34,13 @@ class MemoryProblem:
 
     def gradient(self, theta: torch.Tensor, rows: Sequence[int] | None = None) -> torch.Tensor:
         """Gradient of the mean loss over `rows` (all examples when None) at parameters theta:
-        what `loss_fn(model(x[rows]), y[rows]).backward()` gives, in float64."""
+        what `loss_fn(model(x[rows]), y[rows]).backward()` gives, in float64. The full batch's
+        at the initial parameters (every correct step's) is computed once per process."""
+        if rows is None and torch.equal(theta, self.initial):
+            return _initial_gradient(self.scenario)
+        return self._gradient(theta, rows)
+
+    def _gradient(self, theta: torch.Tensor, rows: Sequence[int] | None) -> torch.Tensor:
         x, y = (self.x, self.y) if rows is None else (self.x[list(rows)], self.y[list(rows)])
         vector_to_parameters(theta, self.params)
         loss = torch.nn.functional.mse_loss(self.model(x), y)
@@ -44,6 +50,12 @@ class MemoryProblem:
     def reference_after(self) -> torch.Tensor:
         """Parameters after the one plain full-batch step (computed once per process)."""
         return _reference_after(self.scenario)
+
+
+@lru_cache(maxsize=16)
+def _initial_gradient(scenario: MemoryScenario) -> torch.Tensor:
+    problem = MemoryProblem(scenario)  # its own model: safe to share across threads
+    return problem._gradient(problem.initial, None)
 
 
 @lru_cache(maxsize=16)

@@ -98,8 +98,10 @@ def _summarise(ref: str, rows: dict[str, list[tuple[str, dict[str, Any]]]]) -> N
             )
         )  # fmt: skip
         for kind in ("passed", "failed", "cheat"):
-            peaks = [d["memory"]["peak"] / 2**20 for _, d in rows[kind] if "memory" in d]
-            print(f"  {kind:7s} learner peaks MiB: {_fmt(sorted(peaks))}")
+            peaks = sorted((d["memory"]["peak"] / 2**20, n) for n, d in rows[kind] if "memory" in d)
+            edge = peaks[-1] if kind == "passed" else peaks[0]  # the one nearest the limit
+            print(f"  {kind:7s} learner peaks MiB: {_fmt([p for p, _ in peaks])} "
+                  f"(nearest the limit: {edge[1]})")  # fmt: skip
     for kind in ("passed", "failed", "cheat"):
         witness = [w for _, d in rows[kind] for w in d.get("witness", [])]
         if witness:

@@ -345,13 +345,16 @@ def _settled_slot_cgroups(host: Host) -> set[Path]:
         with pool._lock:
             free = list(pool._free)
         if len(free) == POOL_SLOTS and all(slot.running for slot in free):
-            return {
-                folder / child
-                for slot in free
-                if slot.cgroup is not None
-                for folder in slot.cgroup.folders
-                for child in ("", "zygote")
-            }
+            live: set[Path] = set()
+            for slot in free:
+                if slot._preparing is not None:  # the next standby is being moved in
+                    slot._preparing.join()
+                if slot.cgroup is not None:
+                    live |= {f / c for f in slot.cgroup.folders for c in ("", "zygote")}
+                standby = slot._standby[0] if slot._standby is not None else None
+                if standby is not None:  # the idle standby's cgroup, waiting for a phase
+                    live |= set(standby.folders)
+            return live
         assert time.monotonic() < deadline, "the pool never got its slots back"
         time.sleep(0.1)
 

@@ -171,6 +171,16 @@ class Cluster:
                     events.append(json.loads(line))
         return events
 
+    def worker_errors(self) -> str:
+        """The workers' logged errors and tracebacks (for a failing assertion's message)."""
+        lines = [
+            line
+            for path in sorted(self.root.glob("worker-*.log"))
+            for line in path.read_text(errors="replace").splitlines()
+            if not line.startswith("{") or '"level": "error"' in line
+        ]
+        return "\n".join(lines)[-6000:]
+
 
 @pytest.fixture(scope="module", params=BOTH_DATABASES)
 def cluster(
@@ -263,8 +273,10 @@ def test_500_jobs_on_4_workers_each_end_with_exactly_one_result(cluster: Cluster
     assert {j.status for j in jobs} == {"done"}
     for submission_id, (status, line) in expected.items():
         submission = submissions[submission_id]
-        assert submission.status == status and submission.result_json
+        assert submission.result_json, submission
         result = json.loads(submission.result_json)
+        assert (result["error"] or {}).get("kind") != "internal_error", cluster.worker_errors()
+        assert submission.status == status, result
         assert result["status"] == status
         assert (result["error"] or {}).get("line") == line
     accepted = Counter(e["job_id"] for e in cluster.log_events("finish") if e["accepted"])

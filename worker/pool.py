@@ -30,6 +30,7 @@ import subprocess
 import threading
 import time
 import uuid
+from pathlib import Path
 from typing import Any
 
 from gradlab.config import Settings
@@ -155,7 +156,6 @@ class Slot:
         self.process: subprocess.Popen[bytes] | None = None
         self.control: socket.socket | None = None
         self.cgroup: Cgroup | None = None
-        self._sandbox_pids: set[int] = set()  # bwrap and the zygote, in the zygote's cgroup
         self._cache: dict[str, PhaseRun] = {}  # cacheable trusted phases, for this zygote
         self._inbox = b""  # bytes of the zygote's frames not read yet
         # the zygote's idle standby child, already in a fresh cgroup of its own (or no cgroup)
@@ -202,7 +202,6 @@ class Slot:
         if not ready or ours.recv(5) != b"ready":
             self.stop()
             raise SlotBroken("the zygote did not start")
-        self._sandbox_pids = zygote.procs() if zygote is not None else set()
         self._cache.clear()  # a new zygote: trusted phases are measured again
         self._inbox = b""
         self._take_standby()
@@ -333,11 +332,10 @@ class Slot:
         if self.cgroup is None:
             self._standby = (None, None)
             return
-        new = self.cgroup.at("zygote").procs() - self._sandbox_pids
-        if len(new) != 1:
-            log.error("expected one standby child in the zygote's cgroup, found %s", new)
+        pid = _host_pid(self.cgroup.at("zygote").procs(), answer["forked"])
+        if pid is None:
+            log.error("the standby child %s is not in the zygote's cgroup", answer["forked"])
             return
-        (pid,) = new
         try:
             cgroup = self.cgroup.child(
                 f"phase-{uuid.uuid4().hex[:12]}", max_pids=self.settings.max_processes
@@ -396,6 +394,20 @@ class Slot:
             if not chunk:
                 return None
             self._inbox += chunk
+
+
+def _host_pid(candidates: set[int], inner_pid: int) -> int | None:
+    """Which of `candidates` (host pids) is `inner_pid` in the sandbox's pid namespace: the last
+    NSpid entry of /proc/<pid>/status. Only processes of the zygote's own cgroup are candidates,
+    so a pid the zygote names can never point the worker at a process outside the slot."""
+    for pid in candidates:
+        with contextlib.suppress(OSError):
+            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                if line.startswith("NSpid:"):
+                    nspids = line.split()[1:]
+                    if len(nspids) > 1 and nspids[-1] == str(inner_pid):
+                        return pid
+    return None
 
 
 def _cache_key(job: SandboxJob, phase: Phase) -> str:

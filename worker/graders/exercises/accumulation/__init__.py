@@ -14,7 +14,7 @@ ACCUMULATE = [
     {"seed": 23, "accum_steps": 3, "microbatches": 9, "micro_batch_size": 2,
      "optimizer": "adam", "lr": 0.01},
     {"seed": 37, "accum_steps": 1, "microbatches": 3, "micro_batch_size": 5, "lr": 0.05},
-    {"seed": 43, "accum_steps": 8, "microbatches": 8, "micro_batch_size": 256, "width": 256,
+    {"seed": 43, "accum_steps": 8, "microbatches": 8, "micro_batch_size": 512, "width": 256,
      "lr": 0.05},
     # Not graded: the same loop on a BatchNorm model, to show how far even a correct loop lands.
     {"seed": 53, "accum_steps": 4, "microbatches": 8, "micro_batch_size": 4, "lr": 0.1,
@@ -28,7 +28,7 @@ LAST_PARTIAL_CYCLE = [
     {"seed": 107, "accum_steps": 3, "microbatches": 9, "micro_batch_size": 2,
      "optimizer": "adam", "lr": 0.02},
     {"seed": 109, "accum_steps": 2, "microbatches": 5, "micro_batch_size": 4, "lr": 0.05},
-    {"seed": 113, "accum_steps": 8, "microbatches": 10, "micro_batch_size": 256, "width": 256,
+    {"seed": 113, "accum_steps": 8, "microbatches": 10, "micro_batch_size": 512, "width": 256,
      "lr": 0.05},
 ]  # fmt: skip
 

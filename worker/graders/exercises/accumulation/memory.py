@@ -8,7 +8,7 @@ from typing import Any
 from worker.graders.kit import Finding, GradedRun, Unmeasured, memory_peak, mib
 
 # The trusted references must stand apart by this much for the memory verdict to mean anything
-# (the noise of a peak between runs is ~0.5 MiB; the witnesses put them 3.5+ MiB apart).
+# (the noise of a peak between runs is ~0.5 MiB; the witnesses put them 7+ MiB apart).
 MIN_SEPARATION = 3 << 20
 # The trusted phases: our own loops, run exactly as the learner's script is.
 TRUSTED = {

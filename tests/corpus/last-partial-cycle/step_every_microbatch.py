@@ -1,0 +1,9 @@
+# expect: failed stepped_every_microbatch
+n = len(loader)
+optimizer.zero_grad()
+for step, (x, y) in enumerate(loader):
+    cycle_start = step - step % accum_steps
+    (loss_fn(model(x), y) / min(accum_steps, n - cycle_start)).backward()
+    optimizer.step()
+    if (step + 1) % accum_steps == 0 or step + 1 == n:
+        optimizer.zero_grad()

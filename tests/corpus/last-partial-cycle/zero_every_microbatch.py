@@ -1,0 +1,8 @@
+# expect: failed zeroed_every_microbatch
+n = len(loader)
+for step, (x, y) in enumerate(loader):
+    optimizer.zero_grad()
+    cycle_start = step - step % accum_steps
+    (loss_fn(model(x), y) / min(accum_steps, n - cycle_start)).backward()
+    if (step + 1) % accum_steps == 0 or step + 1 == n:
+        optimizer.step()

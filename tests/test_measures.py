@@ -3,7 +3,8 @@ the kernel's memory peak and CPU time of everything the phase ran, a clock the s
 move, and trusted phases measured once per slot."""
 
 import textwrap
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
@@ -19,6 +20,7 @@ pytestmark = pytest.mark.skipif(not roots(), reason="needs a cgroup hierarchy th
 ACCUMULATE = {"seed": 1, "accum_steps": 2, "microbatches": 2, "micro_batch_size": 2}
 PROFILING = {"seed": 3, "examples": 256, "features": 8, "batch_size": 16, "steps": 4}
 MIB = 1 << 20
+CORPUS = Path(__file__).parent / "corpus"
 
 
 @pytest.fixture(scope="module")
@@ -168,3 +170,52 @@ def test_trusted_phases_are_measured_once_per_slot(pool: WarmPool, content: Cont
         Slot._run_phase = original  # type: ignore[method-assign]
     assert ran.count("learner") == 2
     assert ran.count("one_at_a_time") == ran.count("kept_graphs") == ran.count("whole_window") <= 1
+
+
+def _noisy_runner(
+    pool: WarmPool, inflated_attempts: set[int], calls: list[int]
+) -> Callable[..., SandboxRun]:
+    """pool.run, with the learner phases' memory peaks raised by 64 MiB on the given attempts
+    (1-based): what library pages faulted back in under memory pressure do to a phase."""
+
+    def run(*, settings: Settings, job: SandboxJob) -> SandboxRun:
+        calls.append(1)
+        result = pool.run(settings=settings, job=job)
+        if len(calls) in inflated_attempts:
+            for phase in result.learner_phases:
+                assert phase.peak_bytes is not None
+                phase.peak_bytes += 64 * MIB
+        return result
+
+    return run
+
+
+@pytest.mark.parametrize(
+    ("solution", "inflated", "status", "attempts"),
+    [
+        ("reference", {1}, "passed", 2),  # noise on the first run: the second clears it
+        ("reference", {1, 2}, "failed", 2),  # over budget twice: failed on the measure
+        ("unscaled", set(), "failed", 1),  # wrong numbers: no second look
+    ],
+)
+def test_a_failure_on_a_measure_alone_gets_a_second_whole_attempt(
+    pool: WarmPool,
+    content: Content,
+    solution: str,
+    inflated: set[int],
+    status: str,
+    attempts: int,
+) -> None:
+    calls: list[int] = []
+    result = grade(
+        content=content,
+        settings=pool.settings,
+        exercise="gpu-memory/fit-the-budget",
+        code=(CORPUS / "fit-the-budget" / f"{solution}.py").read_text(),
+        locale="en",
+        runner=_noisy_runner(pool, inflated, calls),
+    )
+    assert result.status == status, result
+    assert len(calls) == attempts
+    if inflated == {1, 2}:
+        assert result.diagnosis is not None and result.diagnosis.code == "over_budget"

@@ -10,7 +10,7 @@ from gradlab.config import Settings
 from gradlab.content.loader import Content
 from gradlab.results import GradeResult, Output, ResultError, Timings
 from worker.graders import get_grader
-from worker.graders.kit import GradedRun, PhaseResult, Texts
+from worker.graders.kit import ExerciseGrader, GradedRun, PhaseResult, Texts
 from worker.jobs import SandboxJob, SandboxRun
 from worker.messages import message
 from worker.observations import BadObservations, learner_code_started, parse
@@ -103,15 +103,36 @@ def _grade(
         memory_mb=limits.memory_mb,
         use_gpu=device == "cuda",
     )
+    texts = Texts(content=content, exercise=exercise, locale=locale)
+    result = _attempt(job=job, grader=grader, texts=texts, settings=settings, runner=runner)
+    failing = {check.id for check in result.checks if not check.passed}
+    if failing and failing <= grader.measured_checks:
+        # Failed on a kernel measure alone. A busy machine only ever adds to such a measure
+        # (library pages evicted under memory pressure are charged to the phase that faults
+        # them back in; a contended CPU makes the same work cost more), so one more run may
+        # clear a false rejection. Each attempt is judged whole, on its own: one cannot lend
+        # its numbers to the other's measure. The better of the two stands.
+        second = _attempt(job=job, grader=grader, texts=texts, settings=settings, runner=runner)
+        log.info("%s failed on %s alone; measured again: %s", exercise, failing, second.status)
+        if second.status == "passed":
+            result = second
+    return result
+
+
+def _attempt(
+    *, job: SandboxJob, grader: ExerciseGrader, texts: Texts, settings: Settings, runner: Runner
+) -> GradeResult:
+    """Run the job once and judge that run alone."""
+    locale, device = texts.locale, job.spec["device"]
     run = runner(settings=settings, job=job)
     common = {"output": _output(run), "device": device, "locale": locale}
     learner = run.learner_phases
     if any(phase.memory_exceeded for phase in learner):
         # before timeouts: a job at its cap crawls until it times out
-        text = message(locale, "error.memory_limit", limit=limits.memory_mb)
+        text = message(locale, "error.memory_limit", limit=job.memory_mb)
         return GradeResult.failure(ResultError(kind="memory_limit", message=text), **common)
     if any(p.timed_out or p.returncode == -signal.SIGXCPU for p in learner):  # wall or CPU
-        text = message(locale, "error.timeout", limit=wall_s)
+        text = message(locale, "error.timeout", limit=job.wall_s)
         return GradeResult.failure(ResultError(kind="timeout", message=text), **common)
     if any(phase.observations.truncated for phase in learner):
         # Only code in the sandbox can flood the observation channel: the learner's.
@@ -143,7 +164,7 @@ def _grade(
         learner_error = observations.meta.get("error") if phase.phase.learner else None
         if learner_error is not None:
             return GradeResult.failure(
-                _learner_error(learner_error, limits.memory_mb, locale), **common
+                _learner_error(learner_error, job.memory_mb, locale), **common
             )
         if phase.clock_error is not None:
             if not phase.phase.learner:
@@ -154,7 +175,6 @@ def _grade(
             return GradeResult.failure(ResultError(kind="runtime_error", message=text), **common)
         results.append(PhaseResult(phase, observations))
     graded = GradedRun(device=device, scenarios=grader.scenarios, phases=results)
-    texts = Texts(content=content, exercise=exercise, locale=locale)
     try:
         judgement = grader.judge(graded, texts)
     except BadObservations as exc:

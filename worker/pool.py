@@ -228,7 +228,6 @@ class Slot:
         """Run the job's phases in order; stop early once the learner's time is spent or a
         phase broke the slot."""
         started = time.monotonic()
-        learner_deadline = started + job.wall_s
         runs: list[PhaseRun] = []
         caps = {"stdout": self.settings.max_output_bytes, "stderr": self.settings.max_output_bytes}
         for phase in job.phases:
@@ -238,7 +237,9 @@ class Slot:
                 continue
             if self.control is None:
                 self.start()
-            timeout = learner_deadline - time.monotonic() if phase.learner else TRUSTED_PHASE_S
+            # the learner's wall clock runs only while the learner's code does
+            spent = sum(run.wall_s for run in runs if run.phase.learner)
+            timeout = job.wall_s - spent if phase.learner else TRUSTED_PHASE_S
             run = self._run_phase(job, phase, max(timeout, 0.0), caps)
             runs.append(run)
             if phase.learner:
@@ -304,7 +305,8 @@ class Slot:
                 self.stop()  # timed out or broke the protocol: nothing may reach the next job
         run.timed, run.clock_error = clock.timed, clock.error
         run.gpu_peak_bytes = getattr(watchdog, "peak", None)
-        run.timed_out = answer is None and time.monotonic() - started >= timeout_s
+        run.wall_s = time.monotonic() - started
+        run.timed_out = answer is None and run.wall_s >= timeout_s
         if cgroup is not None:
             run.peak_bytes = cgroup.peak_bytes()
             run.memory_exceeded = cgroup.memory_limit_hits() > 0

@@ -170,6 +170,8 @@ def _sizes(consumed: list[int]) -> list[int]:
 class AccumulationGrader(ExerciseGrader):
     """One gradient-accumulation exercise: its hidden scenarios, judged as described above."""
 
+    measured_checks = frozenset({"microbatches"})
+
     def phases(self, device: str) -> tuple[Phase, ...]:
         del device
         every = tuple(range(len(self.scenarios)))

@@ -8,8 +8,9 @@ the parameter vectors at which gradients are evaluated.
 from functools import lru_cache
 
 import torch
-from torch.nn.utils import parameters_to_vector, vector_to_parameters
+from torch.nn.utils import parameters_to_vector
 
+from worker.graders.reference import SeededProblem, flat_gradient, step_with
 from worker.harness.exercises.accumulation.problem import (
     IGNORE_INDEX,
     VOCAB,
@@ -22,14 +23,11 @@ from worker.harness.exercises.accumulation.problem import (
 )
 
 
-class AccumulationProblem:
+class AccumulationProblem(SeededProblem):
+    scenario: AccumulationScenario
+
     def __init__(self, scenario: AccumulationScenario) -> None:
-        self.scenario = scenario
-        self.x, self.y = make_data(scenario)
-        self.model = make_model(scenario)
-        self.params = list(self.model.parameters())
-        self.initial = parameters_to_vector(self.params).detach().clone()
-        self.width = self.initial.numel()
+        super().__init__(scenario, make_data(scenario), make_model(scenario))
         n, a = scenario.microbatches, scenario.accum_steps
         self.windows = [list(range(start, min(start + a, n))) for start in range(0, n, a)]
         self._sum_loss = (
@@ -90,14 +88,8 @@ class AccumulationProblem:
         return counts / counts.sum()
 
     def _grad(self, theta: torch.Tensor, loss_of_model) -> torch.Tensor:  # type: ignore[no-untyped-def]
-        vector_to_parameters(theta, self.params)
-        grads = torch.autograd.grad(loss_of_model(self.model), self.params, allow_unused=True)
-        return torch.cat(
-            [
-                (g if g is not None else torch.zeros_like(p)).reshape(-1)
-                for g, p in zip(grads, self.params, strict=True)
-            ]
-        )
+        self.load(theta)
+        return flat_gradient(loss_of_model(self.model), self.params)
 
     def _forward(self, model: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
         out = model(x)
@@ -148,11 +140,5 @@ def _reference_run(scenario: AccumulationScenario) -> tuple[torch.Tensor, ...]:
     after = []
     for window in problem.windows:
         theta = parameters_to_vector(model.parameters()).detach().clone()
-        grad = problem.window_gradient(theta, window)
-        offset = 0
-        for p in model.parameters():
-            p.grad = grad[offset : offset + p.numel()].view_as(p).clone()
-            offset += p.numel()
-        optimizer.step()
-        after.append(parameters_to_vector(model.parameters()).detach().clone())
+        after.append(step_with(model, optimizer, problem.window_gradient(theta, window)))
     return tuple(after)

@@ -9,6 +9,7 @@ from functools import lru_cache
 import torch
 from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
+from worker.graders.reference import SeededProblem, flat_gradient, step_with
 from worker.harness.exercises.amp_step.problem import (
     CLIP_EPS,
     AmpScenario,
@@ -25,14 +26,11 @@ def clip(grad: torch.Tensor, max_norm: float) -> tuple[torch.Tensor, float]:
     return grad * min(1.0, max_norm / (norm + CLIP_EPS)), norm
 
 
-class AmpProblem:
+class AmpProblem(SeededProblem):
+    scenario: AmpScenario
+
     def __init__(self, scenario: AmpScenario) -> None:
-        self.scenario = scenario
-        self.x, self.y = make_data(scenario)
-        self.model = make_model(scenario)
-        self.params = list(self.model.parameters())
-        self.initial = parameters_to_vector(self.params).detach().clone()
-        self.width = self.initial.numel()
+        super().__init__(scenario, make_data(scenario), make_model(scenario))
         self.loss_fn = torch.nn.MSELoss(reduction="mean")
         self.model32 = make_model(scenario).to(torch.float32)
         self.params32 = list(self.model32.parameters())
@@ -49,10 +47,9 @@ class AmpProblem:
 
     def gradient(self, theta: torch.Tensor, index: int) -> torch.Tensor:
         """Unscaled float64 gradient of batch `index`'s mean loss at parameters `theta`."""
-        vector_to_parameters(theta, self.params)
+        self.load(theta)
         x, y = self.batch(index)
-        grads = torch.autograd.grad(self.loss_fn(self.model(x), y), self.params)
-        return torch.cat([g.reshape(-1) for g in grads])
+        return flat_gradient(self.loss_fn(self.model(x), y), self.params)
 
     def clipped_gradient(self, theta: torch.Tensor, index: int) -> torch.Tensor:
         return clip(self.gradient(theta, index), self.scenario.max_norm)[0]
@@ -70,8 +67,7 @@ class AmpProblem:
             "cpu", dtype=amp_dtype or torch.bfloat16, enabled=amp_dtype is not None
         ):
             loss = self.loss_fn(self.model32(x.to(torch.float32)), y.to(torch.float32))
-        grads = torch.autograd.grad(loss, self.params32)
-        return torch.cat([g.reshape(-1) for g in grads]).to(torch.float64)
+        return flat_gradient(loss, self.params32).to(torch.float64)
 
     def reference_run(self) -> tuple[torch.Tensor, tuple[float, ...]]:
         """Final parameters of the float64 reference, and the gradient norm before clipping at
@@ -92,10 +88,5 @@ def _reference_run(scenario: AmpScenario) -> tuple[tuple[torch.Tensor, ...], tup
         theta = parameters_to_vector(model.parameters()).detach().clone()
         grad, norm = clip(problem.gradient(theta, index), scenario.max_norm)
         norms.append(norm)
-        offset = 0
-        for p in model.parameters():
-            p.grad = grad[offset : offset + p.numel()].view_as(p).clone()
-            offset += p.numel()
-        optimizer.step()
-        trajectory.append(parameters_to_vector(model.parameters()).detach().clone())
+        trajectory.append(step_with(model, optimizer, grad))
     return tuple(trajectory), tuple(norms)

@@ -305,6 +305,8 @@ def _checks(reports: list[ScenarioReport], texts: Texts, tol: float) -> list[Any
 class FitTheBudgetGrader(ExerciseGrader):
     """`gpu-memory/fit-the-budget`: its hidden scenarios, judged as described above."""
 
+    measured_checks = frozenset({"memory"})
+
     def phases(self, device: str) -> tuple[Phase, ...]:
         del device
         trusted = [

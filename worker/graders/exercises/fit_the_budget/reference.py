@@ -9,9 +9,9 @@ from collections.abc import Sequence
 from functools import lru_cache
 
 import torch
-from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
 from worker.graders.kit import Fingerprints
+from worker.graders.reference import SeededProblem, flat_gradient, step_with
 from worker.harness.exercises.fit_the_budget.problem import (
     MemoryScenario,
     fingerprint_vector,
@@ -21,14 +21,11 @@ from worker.harness.exercises.fit_the_budget.problem import (
 )
 
 
-class MemoryProblem:
+class MemoryProblem(SeededProblem):
+    scenario: MemoryScenario
+
     def __init__(self, scenario: MemoryScenario) -> None:
-        self.scenario = scenario
-        self.x, self.y = make_data(scenario)
-        self.model = make_model(scenario)
-        self.params = list(self.model.parameters())
-        self.initial = parameters_to_vector(self.params).detach().clone()
-        self.width = self.initial.numel()
+        super().__init__(scenario, make_data(scenario), make_model(scenario))
         self.examples = scenario.examples
         self.fingerprints = Fingerprints(self.x, fingerprint_vector())
 
@@ -42,10 +39,8 @@ class MemoryProblem:
 
     def _gradient(self, theta: torch.Tensor, rows: Sequence[int] | None) -> torch.Tensor:
         x, y = (self.x, self.y) if rows is None else (self.x[list(rows)], self.y[list(rows)])
-        vector_to_parameters(theta, self.params)
-        loss = torch.nn.functional.mse_loss(self.model(x), y)
-        grads = torch.autograd.grad(loss, self.params)
-        return torch.cat([g.reshape(-1) for g in grads])
+        self.load(theta)
+        return flat_gradient(torch.nn.functional.mse_loss(self.model(x), y), self.params)
 
     def reference_after(self) -> torch.Tensor:
         """Parameters after the one plain full-batch step (computed once per process)."""
@@ -63,10 +58,4 @@ def _reference_after(scenario: MemoryScenario) -> torch.Tensor:
     problem = MemoryProblem(scenario)
     model = make_model(scenario)
     optimizer = make_optimizer(scenario, model)
-    grad = problem.gradient(problem.initial)
-    offset = 0
-    for p in model.parameters():
-        p.grad = grad[offset : offset + p.numel()].view_as(p).clone()
-        offset += p.numel()
-    optimizer.step()
-    return parameters_to_vector(model.parameters()).detach().clone()
+    return step_with(model, optimizer, problem.gradient(problem.initial))

@@ -11,8 +11,9 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from app.i18n import check_catalogs, negotiate
 from app.learner import LearnerCookieMiddleware
 from app.page_cache import PageCache
-from app.routes import api, auth, authoring, discovery, ops, pages, progress
+from app.routes import api, api_docs, auth, authoring, discovery, ops, pages, progress
 from app.routes import submissions as submissions_api
+from app.security.body_limit import BodyLimitMiddleware
 from app.security.csrf import CrossSiteApiGuard, CsrfTokens
 from app.security.errors import security_error
 from app.security.exceptions import SecurityRejection
@@ -41,6 +42,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         version="0.1.0",
         description="Interactive lessons on training neural networks fast, graded on a GPU.",
         lifespan=lifespan,
+        docs_url=None,  # app/routes/api_docs.py serves /docs from the site's own files
+        redoc_url=None,
     )
     app.state.settings = settings
     app.state.engine = make_engine(settings)
@@ -60,9 +63,17 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         secret_key=settings.resolved_secret_key(),
         secure=settings.public_base_url.startswith("https://"),
     )
+    app.add_middleware(
+        BodyLimitMiddleware,
+        cap=settings.max_body_bytes,
+        caps={submissions_api.BATCH_PATH: settings.max_batch_body_bytes},
+    )
     app.add_middleware(SecurityHeadersMiddleware)  # outermost: covers every response
     static = RevalidatedStaticFiles(directory=PROJECT_ROOT / "static")  # ETag/304, no-cache
     app.mount("/static", static, name="static")
+    swagger_ui = RevalidatedStaticFiles(directory=api_docs.SWAGGER_UI_DIR)
+    app.mount(api_docs.ASSETS, swagger_ui, name="api-docs")
+    app.include_router(api_docs.router)  # /docs
     app.include_router(ops.router)  # /healthz, /metrics
     app.include_router(submissions_api.router)  # /api/v1/submissions...
     app.include_router(api.router)

@@ -2,15 +2,133 @@
 
 import argparse
 import json
+import logging
+import os
+import signal
 import subprocess
 import sys
 import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 from gradlab.config import LOCALES, get_settings
 from gradlab.logs import configure_logging
 
 WORKER_CHECK_S = 2.0
+WORKER_GRACE_S = 30.0  # serve's default: a local worker's time to finish its job on shutdown
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+class _Shutdown(BaseException):
+    """SIGTERM or SIGINT reached `gradlab serve` (a BaseException: nothing may swallow it)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+class _StopSignals:
+    """serve's SIGTERM/SIGINT handler. While uvicorn serves, its own handler has them: it stops
+    accepting, finishes the requests in flight, puts back the handler it found (this one) and
+    raises the signal again (uvicorn.Server.capture_signals), which raises _Shutdown here out of
+    uvicorn.run; before uvicorn has taken over, the first signal raises _Shutdown as well. Once
+    serve is stopping, another signal raises nothing: it hurries, the workers are killed now."""
+
+    def __init__(self) -> None:
+        self.received: list[int] = []
+        self.stopping = False
+        self.hurried = False
+
+    def install(self) -> None:
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, self)
+
+    def __call__(self, signum: int, _frame: object) -> None:
+        self.received.append(signum)
+        if self.stopping:
+            self.hurried = True
+            return
+        self.stopping = True
+        raise _Shutdown(signum)
+
+
+class _LocalWorkers:
+    """serve's `gradlab worker` processes: started, restarted when one dies, stopped. Each gets
+    serve's pid (`--parent-pid`) and dies with serve, even a SIGKILLed one (_die_with_parent)."""
+
+    def __init__(self, count: int) -> None:
+        self.command = [sys.executable, "-m", "gradlab.cli", "worker"]
+        self.command += ["--parent-pid", str(os.getpid())]
+        self.count = count
+        self.processes: list[subprocess.Popen[bytes]] = []
+        self.lock = threading.Lock()
+        self.stopping = False
+
+    def start(self) -> None:
+        with self.lock:
+            while len(self.processes) < self.count and not self.stopping:
+                self.processes.append(subprocess.Popen(self.command))
+        if self.count:
+            threading.Thread(target=self._supervise, name="gradlab-workers", daemon=True).start()
+
+    def _supervise(self) -> None:
+        """Restart a worker that died (a crash must not stop grading). Never returns: the kernel
+        kills a worker when the thread that started it ends (PR_SET_PDEATHSIG is per thread)."""
+        while True:
+            time.sleep(WORKER_CHECK_S)
+            with self.lock:
+                for index, worker in enumerate(self.processes):
+                    if worker.poll() is not None and not self.stopping:
+                        print(
+                            f"gradlab: worker exited with {worker.returncode}; restarting",
+                            file=sys.stderr,
+                            flush=True,
+                        )
+                        self.processes[index] = subprocess.Popen(self.command)
+
+    def stop(self, *, grace_s: float, hurry: Callable[[], bool]) -> None:
+        """SIGTERM every worker (it claims no more jobs and finishes the one it grades), wait
+        up to `grace_s` or until `hurry()`, then SIGKILL what is left; a killed worker's job is
+        leased again once its lease expires (gradlab/queue.py), another attempt."""
+        with self.lock:  # the supervisor restarts nothing after this
+            self.stopping = True
+            workers = list(self.processes)
+        if not workers:
+            return
+        print(
+            f"gradlab: stopping {len(workers)} local worker(s); grace {grace_s:g} s",
+            file=sys.stderr,
+            flush=True,
+        )
+        for worker in workers:
+            worker.terminate()
+        deadline = time.monotonic() + grace_s
+        while time.monotonic() < deadline and not hurry():
+            if all(worker.poll() is not None for worker in workers):
+                return
+            time.sleep(0.05)
+        for worker in workers:
+            if worker.poll() is None:
+                print(
+                    f"gradlab: worker {worker.pid} still running; killed (its job is graded "
+                    "again once its lease expires)",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                worker.kill()
+            worker.wait()
+
+
+def _exit_by_signal(signum: int) -> int:
+    """End as the signal's default action would, as uvicorn meant to: a shell sees 128 + signum,
+    systemd counts a SIGTERM as a clean stop. Returns only where the signal does not end us."""
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    signal.signal(signum, signal.SIG_DFL)
+    signal.raise_signal(signum)
+    return 128 + signum
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -20,23 +138,9 @@ def _serve(args: argparse.Namespace) -> int:
 
     settings = get_settings()
     app = create_app(settings)  # creates the database before the workers start
-    command = [sys.executable, "-m", "gradlab.cli", "worker"]
-    workers = [subprocess.Popen(command) for _ in range(args.workers)]
-    stopping = threading.Event()
-
-    def supervise() -> None:
-        """Restart a local worker that died (a crash must not stop grading)."""
-        while not stopping.wait(WORKER_CHECK_S):
-            for index, worker in enumerate(workers):
-                if worker.poll() is not None and not stopping.is_set():
-                    print(
-                        f"gradlab: worker exited with {worker.returncode}; restarting",
-                        file=sys.stderr,
-                        flush=True,
-                    )
-                    workers[index] = subprocess.Popen(command)
-
-    threading.Thread(target=supervise, daemon=True).start()
+    workers = _LocalWorkers(args.workers)
+    signals = _StopSignals()
+    signals.install()  # from here on SIGTERM/SIGINT stop the workers too (_StopSignals)
     print(
         f"gradlab: serving on http://{args.host}:{args.port} with {args.workers} local "
         f"worker(s){' (web only: run `gradlab worker`s)' if not args.workers else ''}; "
@@ -46,16 +150,22 @@ def _serve(args: argparse.Namespace) -> int:
     # json logs: uvicorn's own loggers go through the root handler (gradlab.logs) too
     log_config = None if settings.log_format == "json" else uvicorn.config.LOGGING_CONFIG
     try:
-        uvicorn.run(app, host=args.host, port=args.port, log_level="info", log_config=log_config)
+        workers.start()
+        uvicorn.run(
+            app,
+            host=args.host,
+            port=args.port,
+            log_level="info",
+            log_config=log_config,
+            **settings.uvicorn_proxy_options(),  # forwarded headers: only if configured
+        )
+    except _Shutdown as shutdown:
+        print(f"gradlab: {signal.Signals(shutdown.signum).name}: web stopped", flush=True)
     finally:
-        stopping.set()
-        for worker in workers:
-            worker.terminate()
-        for worker in workers:
-            try:
-                worker.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                worker.kill()
+        signals.stopping = True
+        workers.stop(grace_s=args.worker_grace, hurry=lambda: signals.hurried)
+    if signals.received:
+        return _exit_by_signal(signals.received[0])
     return 0
 
 
@@ -66,11 +176,40 @@ def _redacted(url: str) -> str:
     return make_url(url).render_as_string(hide_password=True)
 
 
-def _worker(_args: argparse.Namespace) -> int:
+def _die_with_parent(parent_pid: int) -> None:
+    """A local worker of `gradlab serve` ends with serve, even with a SIGKILLed one: on Linux
+    the kernel SIGKILLs it when serve ends (PR_SET_PDEATHSIG; its sandboxes follow, bwrap's
+    --die-with-parent); elsewhere a thread watches the parent pid. The job it held is leased
+    again once its lease expires (gradlab/queue.py)."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) == 0:
+            if os.getppid() != parent_pid:  # serve ended before the prctl
+                os.kill(os.getpid(), signal.SIGKILL)
+            return
+
+    def watch() -> None:
+        while os.getppid() == parent_pid:
+            time.sleep(0.5)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    threading.Thread(target=watch, name="gradlab-parent-watch", daemon=True).start()
+
+
+def _worker(args: argparse.Namespace) -> int:
+    if args.parent_pid is not None:
+        _die_with_parent(args.parent_pid)
     from worker.main import run_worker
 
     run_worker(settings=get_settings())
-    return 0
+    # Stopped cleanly: its job finished, heartbeat marked stopped, sandboxes closed. Skip the
+    # interpreter's teardown of torch & co (seconds on a busy machine, out of serve's grace).
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def _grade(args: argparse.Namespace) -> int:
@@ -234,6 +373,13 @@ def _non_negative(value: str) -> int:
     return number
 
 
+def _seconds(value: str) -> float:
+    number = float(value)
+    if not number >= 0:  # also NaN
+        raise argparse.ArgumentTypeError("must be 0 or more seconds")
+    return number
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="gradlab", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -247,9 +393,23 @@ def build_parser() -> argparse.ArgumentParser:
         default=1,
         help="local worker processes; 0: web only, with `gradlab worker`s elsewhere",
     )
+    serve.add_argument(
+        "--worker-grace",
+        type=_seconds,
+        default=WORKER_GRACE_S,
+        metavar="SECONDS",
+        help="on SIGTERM/SIGINT, how long local workers may take to finish their jobs before "
+        f"they are killed (default {WORKER_GRACE_S:g}; a second signal kills them at once)",
+    )
     serve.set_defaults(run=_serve)
 
     worker = commands.add_parser("worker", help="a grading worker only (scale-out)")
+    worker.add_argument(
+        "--parent-pid",
+        type=int,
+        metavar="PID",
+        help="die when process PID, this worker's parent, ends (set by `gradlab serve`)",
+    )
     worker.set_defaults(run=_worker)
 
     grade = commands.add_parser("grade", help="grade FILE locally through the sandbox")

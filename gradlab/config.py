@@ -6,12 +6,13 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 LOCALES: tuple[str, ...] = ("en", "es", "de", "tr")
 DEFAULT_LOCALE = "en"
+METRICS_TOKEN_MIN_CHARS = 16  # shorter bearer tokens are guessable
 
 
 class Settings(BaseSettings):
@@ -35,7 +36,25 @@ class Settings(BaseSettings):
         default=30.0, gt=0, description="lifetime of a login: bearer token and session cookie"
     )
     login_rate_limit: int = Field(
-        default=10, ge=1, description="login and register attempts per window, per IP and per email"
+        default=10,
+        ge=1,
+        description="login attempts per window per (client IP, email); register: per IP",
+    )
+    login_ip_rate_limit: int = Field(
+        default=30, ge=1, description="login attempts per window per client IP, all emails"
+    )
+    login_email_rate_limit: int = Field(
+        default=100,
+        ge=1,
+        description="login attempts per login_email_window_s per email, all addresses together",
+    )
+    login_email_window_s: float = Field(
+        default=3600.0, gt=0, description="the window of login_email_rate_limit"
+    )
+    forwarded_allow_ips: str = Field(
+        default="",
+        description="proxies whose X-Forwarded-For/-Proto `gradlab serve` trusts (comma-separated"
+        " IPs or networks, `*`: any); empty: none, the peer address is the client's",
     )
     submission_rate_limit: int = Field(
         default=30, ge=1, description="submissions per window per owner (learner or account)"
@@ -81,8 +100,29 @@ class Settings(BaseSettings):
         default=3600.0, gt=0, description="heartbeat rows not written for this long are deleted"
     )
     metrics_token: str | None = Field(
-        default=None, description="if set, GET /metrics needs `Authorization: Bearer <token>`"
+        default=None,
+        description="if set (16+ characters), GET /metrics needs `Authorization: Bearer <token>`;"
+        " unset or blank: /metrics answers loopback clients only",
     )
+
+    @field_validator("metrics_token")
+    @classmethod
+    def _check_metrics_token(cls, value: str | None) -> str | None:
+        """Blank means "not set"; a short or unsendable token is a configuration error."""
+        token = (value or "").strip()
+        if not token:
+            # compose passes "" for an unset variable: it must not become the token that
+            # `Authorization: Bearer ` (nothing after the space) matches
+            return None
+        if len(token) < METRICS_TOKEN_MIN_CHARS:
+            raise ValueError(
+                f"GRADLAB_METRICS_TOKEN must be at least {METRICS_TOKEN_MIN_CHARS} characters"
+                " (e.g. `openssl rand -hex 32`); unset it to serve /metrics to loopback only"
+            )
+        if not token.isascii() or not token.isprintable() or any(c.isspace() for c in token):
+            # a header carries it: anything else could never match what a scraper sends
+            raise ValueError("GRADLAB_METRICS_TOKEN must be printable ASCII without spaces")
+        return token
 
     # worker and sandbox
     device: Literal["auto", "cpu", "cuda"] = "auto"
@@ -104,8 +144,24 @@ class Settings(BaseSettings):
     slot_memory_mb: int = Field(default=8192, description="RLIMIT_DATA of a pool slot's zygote")
     max_processes: int = Field(default=128, description="processes + threads of one job")
     max_code_bytes: int = 64 * 1024
+    max_body_bytes: int = Field(
+        default=1024 * 1024, description="a request body's cap (413 past it), batches aside"
+    )
+    max_batch_body_bytes: int = Field(
+        default=16 * 1024 * 1024, description="the cap of POST /api/v1/submissions/batch"
+    )
     max_output_bytes: int = 64 * 1024
     max_observation_bytes: int = 64 * 1024 * 1024
+
+    def uvicorn_proxy_options(self) -> dict[str, object]:
+        """uvicorn's forwarded-header options. Its own default trusts X-Forwarded-For from
+        loopback, which lets anything on the host that forwards blindly pick the client IP
+        the rate limits count; here nothing is trusted unless `forwarded_allow_ips` is set."""
+        parts = (part.strip() for part in self.forwarded_allow_ips.split(","))
+        allowed = ",".join(part for part in parts if part)
+        if not allowed:
+            return {"proxy_headers": False}
+        return {"proxy_headers": True, "forwarded_allow_ips": allowed}
 
     @property
     def resolved_database_url(self) -> str:

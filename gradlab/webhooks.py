@@ -22,6 +22,10 @@ grader token's webhook secret; a receiver recomputes it and rejects old timestam
 delivery time every address the host resolves to must be public (not loopback, private,
 link-local, multicast, reserved, ...) unless `webhook_allow_private`; the connection goes to the
 checked address (no second DNS lookup to rebind) and redirects are never followed.
+`address_allowed` is the one judge, used on URL literals and again on the resolved address where
+the socket is opened. IPv6 forms that carry an IPv4 address (mapped, compatible, NAT64, 6to4,
+Teredo) are judged by that IPv4 address too, and hosts that end in a number are read the way
+URL parsers and `inet_aton` read them (`2130706433`, `0x7f.1`, `017700000001`: 127.0.0.1).
 """
 
 import contextlib
@@ -65,13 +69,120 @@ class CallbackUrlError(ValueError):
     """A callback_url the API refuses (the message says why)."""
 
 
-def address_allowed(address: str, *, allow_private: bool) -> bool:
-    ip = ipaddress.ip_address(address.split("%", 1)[0])
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
+_IPV4_MAPPED = ipaddress.IPv6Network("::ffff:0:0/96")  # the kernel sends these as IPv4
+_IPV4_COMPATIBLE = ipaddress.IPv6Network("::/96")  # deprecated (RFC 4291): ::127.0.0.1
+_NAT64 = ipaddress.IPv6Network("64:ff9b::/96")  # well-known NAT64 prefix (RFC 6052)
+# Never a callback's destination, listed here so that the verdict does not depend on the
+# Python version's ipaddress tables (3.11 calls several of these global).
+_NOT_GLOBAL_V6 = tuple(
+    ipaddress.IPv6Network(network)
+    for network in (
+        "::/96",  # IPv4-compatible: reaches the embedded IPv4 address where routed at all
+        "64:ff9b:1::/48",  # local-use NAT64 (RFC 8215): translates into private networks
+        "100::/64",  # discard-only
+        "2001::/32",  # Teredo: relays reach the embedded (obfuscated) IPv4 client
+        "2001:db8::/32",  # documentation
+        "2002::/16",  # 6to4 (deprecated, RFC 7526): relays reach the embedded IPv4 address
+        "3fff::/20",  # documentation (RFC 9637)
+        "fc00::/7",  # unique local
+        "fe80::/10",  # link-local
+        "fec0::/10",  # site-local (deprecated, but routed as local where configured)
+    )
+)
+
+
+def _embedded_ipv4(ip: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
+    """The IPv4 address an IPv6 address carries (mapped, compatible, NAT64, 6to4, Teredo)."""
+    if ip.ipv4_mapped is not None:
+        return ip.ipv4_mapped
+    if (ip in _IPV4_COMPATIBLE and int(ip) > 1) or ip in _NAT64:  # not :: or ::1
+        return ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+    if ip.sixtofour is not None:
+        return ip.sixtofour
+    if ip.teredo is not None:
+        return ip.teredo[1]  # the client; the server half is a relay
+    return None
+
+
+def _ip_allowed(ip: ipaddress.IPv4Address | ipaddress.IPv6Address, *, allow_private: bool) -> bool:
+    """One address on its own: unicast, and globally reachable unless private ones are allowed."""
+    if ip.is_multicast or ip.is_unspecified:
+        return False  # never a single receiver, private or not
     if allow_private:
-        return not (ip.is_multicast or ip.is_unspecified)
-    return ip.is_global and not ip.is_multicast
+        return True
+    if not ip.is_global or ip.is_reserved or ip.is_loopback or ip.is_link_local or ip.is_private:
+        return False
+    return not (
+        isinstance(ip, ipaddress.IPv6Address)
+        and (ip.is_site_local or any(ip in network for network in _NOT_GLOBAL_V6))
+    )
+
+
+def address_allowed(address: str, *, allow_private: bool) -> bool:
+    """Whether a callback may connect to `address` (an IP literal, zone id ignored); anything
+    that is not an IP address is refused. The dispatcher judges resolved addresses with this
+    too, right before it connects."""
+    try:
+        ip = ipaddress.ip_address(address.split("%", 1)[0])
+    except ValueError:
+        return False
+    if isinstance(ip, ipaddress.IPv6Address):
+        embedded = _embedded_ipv4(ip)
+        if embedded is not None:
+            # the packets end at (or are translated to) the embedded IPv4 address: judge it
+            if not _ip_allowed(embedded, allow_private=allow_private):
+                return False
+            # mapped addresses and the NAT64 prefix are only IPv4 in another notation (the
+            # NAT64 prefix itself is global, though Python counts it reserved); the other
+            # forms are judged as IPv6 addresses too, which refuses them
+            if ip in _IPV4_MAPPED or ip in _NAT64:
+                return True
+    return _ip_allowed(ip, allow_private=allow_private)
+
+
+def _ipv4_number(part: str) -> int | None:
+    """One dot-separated part of an IPv4 host as URL parsers and inet_aton read it: `0x` hex,
+    leading-zero octal, or decimal; None when it is not a number."""
+    if part[:2].lower() == "0x":
+        digits, base = part[2:], 16
+        if not digits:
+            return 0  # "0x" alone is 0 to the WHATWG URL parser
+    elif len(part) > 1 and part.startswith("0"):
+        digits, base = part[1:], 8
+    else:
+        digits, base = part, 10
+    if not digits or any(c not in "0123456789abcdef"[:base] for c in digits.lower()):
+        return None
+    return int(digits, base)
+
+
+def _host_ipv4(host: str) -> ipaddress.IPv4Address | None:
+    """The IPv4 address a host that ends in a number denotes (WHATWG URL rules: `127.1`,
+    `2130706433`, `0x7f.1`, a trailing dot), None for a name; CallbackUrlError when it ends in a
+    number but is no IPv4 address (libc might still read it as one: refuse, never guess)."""
+    parts = host.split(".")
+    if len(parts) > 1 and not parts[-1]:
+        parts.pop()  # one trailing dot: 127.0.0.1. is 127.0.0.1
+    last = parts[-1]
+    if not last or (not last.isdigit() and _ipv4_number(last) is None):
+        return None  # a name (its addresses are judged at delivery)
+    numbers = [_ipv4_number(part) for part in parts]
+    if len(numbers) > 4 or any(n is None for n in numbers):
+        raise CallbackUrlError("callback_url's host ends in a number but is not an IPv4 address")
+    *high, low = [n for n in numbers if n is not None]
+    if any(n > 255 for n in high) or low >= 256 ** (4 - len(high)):
+        raise CallbackUrlError("callback_url's host ends in a number but is not an IPv4 address")
+    return ipaddress.IPv4Address(sum(n << 8 * (3 - i) for i, n in enumerate(high)) + low)
+
+
+def _host_literal(netloc: str, host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    """The IP address a URL's host is written as, in any notation; None for a name."""
+    if netloc.startswith("["):  # credentials are refused before: the host comes first
+        try:
+            return ipaddress.IPv6Address(host)
+        except ValueError:
+            raise CallbackUrlError("callback_url's brackets must hold an IPv6 address") from None
+    return _host_ipv4(host)
 
 
 def check_callback_url(url: str, *, allow_private: bool) -> str:
@@ -88,27 +199,31 @@ def check_callback_url(url: str, *, allow_private: bool) -> str:
         raise CallbackUrlError(f"callback_url is not a valid URL: {exc}") from None
     if parts.scheme not in ("http", "https"):
         raise CallbackUrlError("callback_url must be an http:// or https:// URL")
-    host = parts.hostname
+    host = parts.hostname  # lower-cased by urlsplit
     if not host:
         raise CallbackUrlError("callback_url has no host")
     if parts.username is not None or parts.password is not None:
         raise CallbackUrlError("callback_url must not carry credentials")
     if port == 0:
         raise CallbackUrlError("callback_url has an invalid port")
-    try:
-        literal = ipaddress.ip_address(host)
-    except ValueError:
-        literal = None
+    literal = _host_literal(parts.netloc, host)
     if literal is not None:
         if not address_allowed(str(literal), allow_private=allow_private):
             raise CallbackUrlError(
                 "callback_url must point to a public address (not loopback, private or link-local)"
             )
-    elif not allow_private and (
-        host == "localhost" or host.endswith((".localhost", ".local", ".internal"))
-    ):
+        if not allow_private and "%" in host:
+            # a zone id only means something for a non-global scope (RFC 6874)
+            raise CallbackUrlError("callback_url must not carry an IPv6 zone id")
+    elif not allow_private and _local_name(host):
         raise CallbackUrlError("callback_url must point to a public host")
     return url
+
+
+def _local_name(host: str) -> bool:
+    """Names that are local by definition (`localhost.` with its trailing dot included)."""
+    name = host.rstrip(".")
+    return name == "localhost" or name.endswith((".localhost", ".local", ".internal"))
 
 
 def sign(secret: str, timestamp: int, body: bytes) -> str:
@@ -246,24 +361,48 @@ def claim(
     )
 
 
+class RefusedAddressError(OSError):
+    """The dispatcher was about to connect to an address `address_allowed` refuses."""
+
+
+def connect_checked(
+    address: str, port: int, timeout: float | None, *, allow_private: bool
+) -> socket.socket:
+    """A TCP connection to `address`, judged by `address_allowed` where the socket is opened:
+    whatever chose the address, nothing reaches a refused one."""
+    if not address_allowed(address, allow_private=allow_private):
+        raise RefusedAddressError(f"refused to connect to non-public address {address!r}")
+    return socket.create_connection((address, port), timeout)
+
+
 class _PinnedHTTPConnection(http.client.HTTPConnection):
     """Connects to an address checked beforehand, not to a fresh DNS answer."""
 
-    def __init__(self, host: str, port: int, *, address: str, timeout: float) -> None:
+    def __init__(
+        self, host: str, port: int, *, address: str, timeout: float, allow_private: bool
+    ) -> None:
         super().__init__(host, port, timeout=timeout)
         self._address = address
+        self._allow_private = allow_private
 
     def connect(self) -> None:
-        self.sock = socket.create_connection((self._address, self.port), self.timeout)
+        self.sock = connect_checked(
+            self._address, self.port, self.timeout, allow_private=self._allow_private
+        )
 
 
 class _PinnedHTTPSConnection(http.client.HTTPSConnection):
-    def __init__(self, host: str, port: int, *, address: str, timeout: float) -> None:
+    def __init__(
+        self, host: str, port: int, *, address: str, timeout: float, allow_private: bool
+    ) -> None:
         super().__init__(host, port, timeout=timeout, context=ssl.create_default_context())
         self._address = address
+        self._allow_private = allow_private
 
     def connect(self) -> None:
-        sock = socket.create_connection((self._address, self.port), self.timeout)
+        sock = connect_checked(
+            self._address, self.port, self.timeout, allow_private=self._allow_private
+        )
         self.sock = self._context.wrap_socket(sock, server_hostname=self.host)  # type: ignore[attr-defined]
 
 
@@ -301,7 +440,9 @@ def post(
         return done(None, f"{host!r} resolves to a non-public address {refused}", permanent=True)
     path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     conn_class = _PinnedHTTPSConnection if parts.scheme == "https" else _PinnedHTTPConnection
-    conn = conn_class(host, port, address=addresses[0], timeout=timeout_s)
+    conn = conn_class(
+        host, port, address=addresses[0], timeout=timeout_s, allow_private=allow_private
+    )
 
     def cut_off() -> None:
         sock = conn.sock
@@ -317,6 +458,8 @@ def post(
         response = conn.getresponse()
         response.read(4096)
         return done(response.status, None, _retry_after(response.getheader("Retry-After")))
+    except RefusedAddressError as exc:
+        return done(None, str(exc)[:MAX_ERROR_CHARS], permanent=True)
     except (OSError, http.client.HTTPException, ValueError) as exc:
         late = time.monotonic() - started >= timeout_s
         reason = f"timed out after {timeout_s:g} s" if late else f"{type(exc).__name__}: {exc}"

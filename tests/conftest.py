@@ -74,6 +74,22 @@ class Served:
     process: subprocess.Popen
 
 
+def wait_until_serving(
+    process: subprocess.Popen, base: str, log_path: Path, timeout_s: float = 60
+) -> None:
+    """Until `base` answers a page; the test fails with the server's log if it exits first or
+    never answers."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and process.poll() is None:
+        try:
+            if httpx.get(f"{base}/en/", timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            time.sleep(0.2)
+    process.kill()
+    pytest.fail(f"server did not start: {log_path.read_text()[-3000:]}")
+
+
 @pytest.fixture(scope="session")
 def served(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
@@ -101,16 +117,7 @@ def served(
         stderr=subprocess.STDOUT,
     )
     base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"{base}/en/", timeout=1).status_code == 200:
-                break
-        except httpx.HTTPError:
-            time.sleep(0.2)
-    else:
-        process.kill()
-        pytest.fail(f"server did not start: {log_path.read_text()[-3000:]}")
+    wait_until_serving(process, base, log_path)
     yield Served(base, process)
     process.send_signal(signal.SIGINT)
     try:

@@ -490,7 +490,7 @@ def test_login_is_rate_limited_per_email_and_per_ip(tmp_path: Path) -> None:
         assert 1 <= int(limited.headers["retry-after"]) <= 60
         assert "Too many attempts" in limited.json()["detail"]
         assert f"{limited.headers['retry-after']} second" in limited.json()["detail"]
-    with make_client(tmp_path / "2", login_rate_limit=3) as client:
+    with make_client(tmp_path / "2", login_ip_rate_limit=3) as client:
         for n in range(3):  # different emails, one address
             other = {"email": f"user{n}@example.org", "password": "wrong password"}
             assert client.post("/api/v1/auth/login", json=other).status_code == 401

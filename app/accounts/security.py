@@ -6,6 +6,8 @@ import re
 import secrets
 import unicodedata
 from enum import StrEnum
+from functools import cache
+from pathlib import Path
 
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
@@ -16,6 +18,7 @@ MAX_EMAIL = 320
 _EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s.]+$")
 _hasher = PasswordHasher()  # argon2id, the library's current recommended parameters
 _DUMMY_HASH = _hasher.hash(secrets.token_urlsafe(16))
+COMMON_PASSWORDS_FILE = Path(__file__).with_name("common_passwords.txt")
 
 
 class Problem(StrEnum):
@@ -25,6 +28,8 @@ class Problem(StrEnum):
     password_short = "password_short"
     password_long = "password_long"
     password_is_email = "password_is_email"
+    password_blank = "password_blank"
+    password_common = "password_common"
     email_taken = "email_taken"
 
 
@@ -32,7 +37,11 @@ PROBLEM_TEXT = {
     Problem.email_invalid: "email: not a valid email address",
     Problem.password_short: f"password: must be at least {MIN_PASSWORD} characters long",
     Problem.password_long: f"password: must be at most {MAX_PASSWORD} characters long",
-    Problem.password_is_email: "password: must not be the email address",
+    Problem.password_is_email: ("password: must not be the email address or its part before the @"),
+    Problem.password_blank: "password: must not be only spaces",
+    Problem.password_common: (
+        "password: too common, it is among the first any attacker tries; choose another"
+    ),
     Problem.email_taken: "email: an account with this email address already exists",
 }
 
@@ -48,13 +57,29 @@ def email_problem(email: str) -> Problem | None:
     return None
 
 
+@cache
+def common_passwords() -> frozenset[str]:
+    """The shipped list of common passwords, casefolded (`#` lines are comments)."""
+    lines = COMMON_PASSWORDS_FILE.read_text(encoding="utf-8").splitlines()
+    return frozenset(
+        line.strip().casefold() for line in lines if line.strip() and not line.startswith("#")
+    )
+
+
 def password_problem(password: str, *, email: str) -> Problem | None:
+    """What makes `password` unacceptable for the account `email` (normalized), or None."""
     if len(password) < MIN_PASSWORD:
         return Problem.password_short
     if len(password) > MAX_PASSWORD:
         return Problem.password_long
-    if normalize_email(password) == email:
+    if not password.strip():
+        return Problem.password_blank
+    spelled = normalize_email(password)  # NFKC, trimmed, lowercase: as emails are compared
+    local_part = email.rpartition("@")[0]
+    if spelled == email or (local_part and spelled == local_part):
         return Problem.password_is_email
+    if password.strip().casefold() in common_passwords() or spelled in common_passwords():
+        return Problem.password_common
     return None
 
 

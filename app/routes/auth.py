@@ -1,6 +1,7 @@
 """Accounts: the JSON API (`/api/v1/auth/...`, for the web and apps alike) and the pages
 (`/{locale}/register`, `/{locale}/login`, `POST /{locale}/logout`)."""
 
+import ipaddress
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Form, HTTPException, Request, Response
@@ -16,6 +17,7 @@ from app.accounts.service import AccountError
 from app.deps import AuthDep, CurrentUser, LocaleDep, SessionDep, SettingsDep
 from app.security.csrf import require_form_token
 from app.security.exceptions import RateLimited
+from app.security.ratelimit import Limit, hit_in_order
 from app.templating import render
 from gradlab.config import Settings
 
@@ -28,23 +30,48 @@ STATUS = {Problem.email_taken: 409}
 # --- shared steps ---------------------------------------------------------------------------
 
 
-def _client_ip(request: Request) -> str:
-    # The peer address. Behind a reverse proxy, run uvicorn with --proxy-headers (and
-    # --forwarded-allow-ips) so that this is the learner's address, not the proxy's.
-    return request.client.host if request.client else "unknown"
+def client_address(request: Request) -> str:
+    """Who the rate limits count: the peer address of the connection, which is the client's
+    own unless `gradlab serve` was told to trust a proxy (GRADLAB_FORWARDED_ALLOW_IPS: only
+    then does uvicorn replace it with X-Forwarded-For). An IPv6 address counts as its /64,
+    the block one subscriber gets (and can pick any address of)."""
+    host = request.client.host if request.client else "unknown"
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return host
+    if isinstance(address, ipaddress.IPv6Address):
+        if address.ipv4_mapped is not None:
+            return str(address.ipv4_mapped)
+        return str(ipaddress.IPv6Network((address, 64), strict=False))
+    return str(address)
 
 
-def _limit(request: Request, settings: Settings, *keys: str) -> None:
-    """One attempt against each key's window; 429 if any of them is full."""
-    waits = [
-        request.app.state.rate_limiter.hit(
-            key, limit=settings.login_rate_limit, window_s=settings.rate_window_s
-        )
-        for key in keys
+def login_limits(request: Request, settings: Settings, email: str) -> list[Limit]:
+    """Narrowest first (app.security.ratelimit.hit_in_order): this address on this email, this
+    address on any email, then this email from everywhere, slowly. An attacker's address is
+    stopped by the first two long before it can fill the third, so the account's owner, from
+    their own address, still gets in."""
+    ip = client_address(request)
+    return [
+        Limit(f"login-ip-email:{ip}:{email}", settings.login_rate_limit, settings.rate_window_s),
+        Limit(f"login-ip:{ip}", settings.login_ip_rate_limit, settings.rate_window_s),
+        Limit(
+            f"login-email:{email}", settings.login_email_rate_limit, settings.login_email_window_s
+        ),
     ]
-    refused = [w for w in waits if w is not None]
-    if refused:
-        raise RateLimited(max(refused))
+
+
+def register_limits(request: Request, settings: Settings) -> list[Limit]:
+    ip = client_address(request)
+    return [Limit(f"register-ip:{ip}", settings.login_rate_limit, settings.rate_window_s)]
+
+
+def _limit(request: Request, limits: list[Limit]) -> None:
+    """One attempt against the limits in turn; 429 at the first that is full."""
+    wait = hit_in_order(request.app.state.rate_limiter, limits)
+    if wait is not None:
+        raise RateLimited(wait)
 
 
 def _sign_in(
@@ -78,8 +105,9 @@ def api_register(
     settings: SettingsDep,
 ) -> Token:
     """Create an account and sign in (same answer as login). 409: email taken; 422: email or
-    password not acceptable (at least 8 characters, not the email address)."""
-    _limit(request, settings, f"register-ip:{_client_ip(request)}")
+    password not acceptable (at least 8 characters, not only spaces, not the email address or
+    its part before the @, not a common password)."""
+    _limit(request, register_limits(request, settings))
     try:
         user = service.register(session=session, email=data.email, password=data.password)
     except AccountError as exc:
@@ -98,7 +126,7 @@ def api_login(
 ) -> Token:
     """`access_token` for `Authorization: Bearer`; also sets the browser session cookie."""
     email = security.normalize_email(data.email)
-    _limit(request, settings, f"login-ip:{_client_ip(request)}", f"login-email:{email}")
+    _limit(request, login_limits(request, settings, email))
     user = service.authenticate(session=session, email=email, password=data.password)
     if user is None:
         raise HTTPException(401, detail="wrong email or password")
@@ -165,7 +193,7 @@ def login_form(
 ) -> Response:
     normalized = security.normalize_email(email)
     try:
-        _limit(request, settings, f"login-ip:{_client_ip(request)}", f"login-email:{normalized}")
+        _limit(request, login_limits(request, settings, normalized))
     except RateLimited as exc:
         page = _form_page(
             request, "login.html", locale=locale, status_code=429, email=email,
@@ -199,7 +227,7 @@ def register_form(
     settings: SettingsDep,
 ) -> Response:
     try:
-        _limit(request, settings, f"register-ip:{_client_ip(request)}")
+        _limit(request, register_limits(request, settings))
     except RateLimited as exc:
         page = _form_page(
             request, "register.html", locale=locale, status_code=429, email=email,

@@ -4,9 +4,13 @@ Everything /metrics reports comes from the database, because the web process gra
 there may be many web and worker processes on many hosts: queue depth and jobs/submissions by
 status are counted at scrape time; each worker's own counters and latency histograms come from
 its `worker_heartbeat` row (gradlab/heartbeat.py), labelled with its id.
+
+/metrics names hosts, pids and traffic, so it is never open: with `GRADLAB_METRICS_TOKEN` set it
+needs that bearer token; without one it answers only clients on loopback (a scraper on the host).
 """
 
 import hmac
+import ipaddress
 import time
 from collections.abc import Iterable, Iterator
 from typing import Any
@@ -53,14 +57,44 @@ def healthz(request: Request) -> JSONResponse:
     )
 
 
+NO_TOKEN_DETAIL = (
+    "/metrics answers only loopback clients while no token is configured: set"
+    " GRADLAB_METRICS_TOKEN (16+ characters) and send `Authorization: Bearer <token>`"
+)
+
+
+# headers a reverse proxy adds: a relayed request's loopback peer is the proxy, not the client
+RELAY_HEADERS = ("forwarded", "x-forwarded-for", "x-real-ip")
+
+
+def _from_loopback(request: Request) -> bool:
+    """Whether the client is on this host: a loopback peer (127.0.0.0/8, ::1, ::ffff:127.x on
+    dual stack) that is not relaying for someone else."""
+    if any(name in request.headers for name in RELAY_HEADERS):
+        return False
+    host = request.client.host if request.client else ""
+    try:
+        ip = ipaddress.ip_address(host)
+    except ValueError:  # a unix socket, a test client's name: not provably local
+        return False
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return ip.is_loopback
+
+
 @router.get("/metrics")
 def metrics(request: Request) -> Response:
-    """Prometheus text exposition format. Guarded by `GRADLAB_METRICS_TOKEN` when it is set."""
-    token = request.app.state.settings.metrics_token
-    if token is not None:
+    """Prometheus text exposition format: bearer token when one is set, else loopback only."""
+    # blank counts as unset here too (settings validate it; this also covers settings changed
+    # after validation), so `Authorization: Bearer ` with nothing after it never matches
+    token = (request.app.state.settings.metrics_token or "").strip()
+    if token:
         given = request.headers.get("authorization", "")
+        # constant time: the comparison must not leak how much of the token was right
         if not hmac.compare_digest(given.encode(), f"Bearer {token}".encode()):
             return JSONResponse({"detail": "metrics need the bearer token"}, status_code=401)
+    elif not _from_loopback(request):
+        return JSONResponse({"detail": NO_TOKEN_DETAIL}, status_code=403)
     registry = CollectorRegistry(auto_describe=False)
     registry.register(DatabaseCollector(request.app.state.engine, request.app.state.settings))
     return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)

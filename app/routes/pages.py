@@ -5,7 +5,6 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Form, HTTPException, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
-from app import submissions
 from app.deps import (
     ContentDep,
     LocaleDep,
@@ -17,13 +16,15 @@ from app.deps import (
     valid_locale,
 )
 from app.discovery import course_links
-from app.i18n import negotiate
+from app.i18n import negotiate, translations
 from app.page_cache import conditional, lesson_response
 from app.progress import service as progress
 from app.routes.api import QuizAnswer, check_quiz
 from app.security.csrf import require_form_token
-from app.submissions import SubmissionCreate
-from app.templating import render
+from app.submissions import service as submissions
+from app.submissions.schemas import SubmissionCreate
+from app.submissions.service import SubmissionRefused
+from app.templating import env, render
 
 # Every unsafe request (each form post) must carry the CSRF token: app/security/csrf.py.
 router = APIRouter(include_in_schema=False, dependencies=[Depends(require_form_token)])
@@ -113,17 +114,42 @@ def submit_form(
 ) -> Response:
     """The exercise form: without JavaScript it redirects to the result page; the page's script
     asks for JSON and polls the result fragment in place."""
+    wants_json = "application/json" in request.headers.get("accept", "")
     data = SubmissionCreate(exercise=f"{lesson}/{exercise}", code=code, locale=locale)
-    submission = submissions.create(
-        session=session, content=content, settings=settings, data=data, owner=owner
-    )
+    try:
+        (submission,), _ = submissions.create(
+            session=session, content=content, settings=settings, owner=owner, items=[data]
+        )
+    except SubmissionRefused as refused:
+        if wants_json:  # the page's script shows the detail under the editor
+            return JSONResponse({"detail": refused.detail}, status_code=refused.status)
+        return _refusal_page(request, refused, locale=locale)
     page_url = f"/{locale}/submissions/{submission.id}"
-    if "application/json" in request.headers.get("accept", ""):
+    if wants_json:
         return JSONResponse(
             {"id": submission.id, "url": page_url, "fragment_url": f"{page_url}?fragment=1"},
             status_code=202,
         )
     return RedirectResponse(page_url, status_code=303)
+
+
+def _refusal_page(request: Request, refused: SubmissionRefused, *, locale: str) -> Response:
+    """A refused form post, worded in the page's language."""
+    module = env.get_template("_submission_messages.html").make_module(
+        {"locale": locale, "translations": translations(locale)}
+    )
+    message = str(module.message(refused.reason, refused.values))  # type: ignore[attr-defined]
+    response = render(
+        request,
+        "error.html",
+        locale=locale,
+        status_code=refused.status,
+        title=str(module.title()),  # type: ignore[attr-defined]
+        message=" ".join(message.split()),
+        path=lambda loc: f"/{loc}/",
+    )
+    response.headers["Cache-Control"] = "no-store"
+    return response
 
 
 @router.get("/{locale}/submissions/{submission_id}", response_class=HTMLResponse)

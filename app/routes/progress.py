@@ -8,6 +8,7 @@ from app.drafts import service as drafts
 from app.drafts.schemas import DraftPublic, DraftUpdate
 from app.progress import service as progress
 from app.progress.schemas import LessonState, ProgressPublic, ProgressUpdate
+from app.submissions.service import SubmissionRefused, check_code
 from gradlab.content.loader import Content
 
 router = APIRouter(prefix="/api/v1", tags=["progress"])
@@ -64,13 +65,13 @@ def save_draft(
     settings: SettingsDep,
     owner: OwnerDep,
 ) -> DraftPublic:
-    """Save the editor's code (413 over the submission size limit)."""
+    """Save the editor's code: refused as a submission's would be (413 over the size limit,
+    422 for a NUL character or a lone surrogate), so a saved draft can always be sent."""
     ref = _exercise(content, lesson, exercise)
-    size = len(data.code.encode("utf-8"))
-    if size > settings.max_code_bytes:
-        raise HTTPException(
-            413, detail=f"code is {size} bytes; the limit is {settings.max_code_bytes}"
-        )
+    try:
+        check_code(data.code, settings=settings)
+    except SubmissionRefused as refused:
+        raise HTTPException(refused.status, detail=refused.detail) from None
     return drafts.put(session=session, owner=owner, exercise=ref, code=data.code)
 
 

@@ -19,10 +19,9 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.security import HTTPBearer
 from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import and_, or_
-from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
-from app import idempotency, submissions
+from app import idempotency
 from app.deps import (
     ContentDep,
     GraderDep,
@@ -33,13 +32,12 @@ from app.deps import (
     submission_limit,
 )
 from app.security.exceptions import RateLimited
-from app.submissions import SubmissionCreate, SubmissionPublic
-from gradlab import queue, webhooks
-from gradlab.config import Settings
-from gradlab.content.loader import Content
+from app.submissions import service as submissions
+from app.submissions.schemas import SubmissionCreate, SubmissionPublic
 from gradlab.models import Submission, SubmissionStatus, WebhookAttempt, WebhookDelivery
 
 MAX_WAIT_S = 60
+BATCH_PATH = "/api/v1/submissions/batch"  # its body may be larger (app/security/body_limit.py)
 MAX_BATCH = 100
 MAX_PAGE = 100
 DONE = {SubmissionStatus.passed, SubmissionStatus.failed, SubmissionStatus.error}
@@ -108,89 +106,12 @@ IdempotencyKeyHeader = Annotated[
 # --- creating -----------------------------------------------------------------------------
 
 
-def _problem(
-    item: SubmissionCreate, *, content: Content, settings: Settings, owner: str
-) -> tuple[int, str] | None:
-    if item.exercise not in content.exercises:
-        return 404, f"unknown exercise {item.exercise!r}"
-    size = len(item.code.encode("utf-8", errors="surrogatepass"))
-    if size > settings.max_code_bytes:
-        return 413, f"code is {size} bytes; the limit is {settings.max_code_bytes}"
-    if item.callback_url is not None:
-        if not owner.startswith("grader:"):
-            return 403, "callback_url needs a grader token (`gradlab token create`)"
-        try:
-            webhooks.check_callback_url(
-                item.callback_url, allow_private=settings.webhook_allow_private
-            )
-        except webhooks.CallbackUrlError as exc:
-            return 422, str(exc)
-    return None
-
-
-def _load(session: Session, ids: list[str]) -> list[Submission]:
-    found = [session.get(Submission, i) for i in ids]
-    return [s for s in found if s is not None]
-
-
-def create_many(
-    *,
-    session: Session,
-    content: Content,
-    settings: Settings,
-    owner: str,
-    items: list[SubmissionCreate],
-    key: str | None,
-    digest: str,
-    batch: bool,
-) -> tuple[list[Submission], bool]:
-    """(the submissions, whether they were made by an earlier request with the same key).
-    All or nothing: every item is checked before any is stored; one transaction stores them
-    with their jobs and the idempotency key."""
-    if key is not None:
-        ids = idempotency.recall(session=session, owner=owner, key=key, digest=digest)
-        if ids is not None:
-            return _load(session, ids), True
-    problems = []
-    for index, item in enumerate(items):
-        found = _problem(item, content=content, settings=settings, owner=owner)
-        if found is not None:
-            problems.append((found[0], f"items[{index}]: {found[1]}" if batch else found[1]))
-    if problems:
-        raise HTTPException(status_code=problems[0][0], detail="; ".join(p[1] for p in problems))
-    made = [
-        queue.stage(
-            session=session,
-            exercise=item.exercise,
-            code=item.code,
-            locale=item.locale,
-            owner=owner,
-            callback_url=item.callback_url,
-        )
-        for item in items
-    ]
-    if key is not None:
-        idempotency.remember(
-            session=session,
-            owner=owner,
-            key=key,
-            digest=digest,
-            ids=[s.id for s in made],
-            ttl_s=settings.idempotency_ttl_s,
-        )
+def _create(**arguments: Any) -> tuple[list[Submission], bool]:
+    """The service's `create`, its refusal answered as JSON."""
     try:
-        session.commit()
-    except IntegrityError:  # a concurrent request with the same key won the race
-        session.rollback()
-        if key is None:
-            raise
-        ids = idempotency.recall(session=session, owner=owner, key=key, digest=digest)
-        if ids is None:
-            raise
-        return _load(session, ids), True
-    for submission in made:
-        session.refresh(submission)
-    return made, False
+        return submissions.create(**arguments)
+    except submissions.SubmissionRefused as refused:
+        raise HTTPException(status_code=refused.status, detail=refused.detail) from None
 
 
 async def _wait_for(
@@ -237,7 +158,7 @@ async def create_submission(
     same submission (header `Idempotent-Replayed: true`) and never grades twice."""
     # Database calls run in the thread pool: the event loop never waits on SQLite or a lock.
     made, replayed = await run_in_threadpool(
-        create_many,
+        _create,
         session=session,
         content=content,
         settings=settings,
@@ -317,7 +238,7 @@ async def create_batch(
     if retry_after is not None:
         raise RateLimited(retry_after)
     made, replayed = await run_in_threadpool(
-        create_many,
+        _create,
         session=session,
         content=content,
         settings=settings,

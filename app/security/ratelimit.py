@@ -10,7 +10,8 @@ implement `RateLimiter.hit` on it and put it on `app.state.rate_limiter`.
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Protocol
 
 
@@ -21,6 +22,25 @@ class RateLimiter(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class Limit:
+    key: str
+    limit: int
+    window_s: float
+
+
+def hit_in_order(limiter: RateLimiter, limits: Iterable[Limit]) -> float | None:
+    """One event against each limit in turn, narrowest first; the first refusal stops there, so
+    the later (wider) limits never count an event an earlier one refused. This is what keeps a
+    wide limit (all attempts on one email, from everywhere) from being filled by one client
+    that its own narrow limit already stopped. None when all allowed it, else the wait."""
+    for each in limits:
+        wait = limiter.hit(each.key, limit=each.limit, window_s=each.window_s)
+        if wait is not None:
+            return wait
+    return None
+
+
 class SlidingWindowLimiter:
     """In-process sliding window log: at most `limit` events per `window_s` seconds per key."""
 
@@ -29,14 +49,16 @@ class SlidingWindowLimiter:
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
         self._hits: dict[str, deque[float]] = {}
+        self._windows: dict[str, float] = {}  # each key's window, for the sweep
         self._lock = threading.Lock()
 
     def hit(self, key: str, *, limit: int, window_s: float, cost: int = 1) -> float | None:
         now = self._clock()
         with self._lock:
             if len(self._hits) > self.MAX_KEYS:
-                self._sweep(now - window_s)
+                self._sweep(now)
             log = self._hits.setdefault(key, deque())
+            self._windows[key] = window_s
             while log and log[0] <= now - window_s:
                 log.popleft()
             if cost > limit:  # never allowed: say "a whole window" rather than "now"
@@ -47,6 +69,10 @@ class SlidingWindowLimiter:
             log.extend([now] * cost)
             return None
 
-    def _sweep(self, horizon: float) -> None:
-        for key in [k for k, log in self._hits.items() if not log or log[-1] <= horizon]:
-            del self._hits[key]
+    def _sweep(self, now: float) -> None:
+        """Forget the keys with no hit left in their own window (an hour-long limit must not
+        be forgotten because a minute-long one swept: a flood of fresh keys would reset it)."""
+        for key in [
+            k for k, log in self._hits.items() if not log or log[-1] <= now - self._windows[k]
+        ]:
+            del self._hits[key], self._windows[key]

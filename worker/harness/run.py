@@ -128,6 +128,13 @@ def _run_script(
             "line": exc.lineno,
         }
         code = None
+    except ValueError:  # a NUL character: Python < 3.12 says so with ValueError, not SyntaxError
+        meta["error"] = {
+            "kind": "syntax_error",
+            "message": "SyntaxError: source code cannot contain null bytes",
+            "line": source.count("\n", 0, source.find("\0")) + 1,
+        }
+        code = None
 
     out.write(protocol.READY_MARKER)
     out.flush()

@@ -1,0 +1,2 @@
+"""Submissions: what the API takes and answers (schemas) and the one way to make them
+(service)."""

@@ -1,6 +1,6 @@
 """Request dependencies: settings, database session, content, who is asking, rate limits."""
 
-from collections.abc import Iterator
+from collections.abc import AsyncIterator
 from typing import Annotated
 
 from fastapi import Depends, HTTPException, Request
@@ -18,9 +18,13 @@ def get_settings(request: Request) -> Settings:
     return request.app.state.settings
 
 
-def get_session(request: Request) -> Iterator[Session]:
-    with Session(request.app.state.engine) as session:
-        yield session
+async def get_session(request: Request) -> AsyncIterator[Session]:
+    """A session inside one of the process's database slots (app/admission.py: 503 when every
+    slot stays taken for `admission_wait_s`). `request.state.db_slot` can give it back early."""
+    async with request.app.state.db_gate.admit() as slot:
+        request.state.db_slot = slot
+        with Session(request.app.state.engine) as session:
+            yield session
 
 
 def get_content_store(request: Request) -> ContentStore:

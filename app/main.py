@@ -1,13 +1,18 @@
 """The FastAPI application factory."""
 
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
+from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import TimeoutError as SQLAlchemyTimeoutError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from app.admission import Counter, Gate, Overloaded
+from app.health import file_identity, sqlite_path
 from app.i18n import check_catalogs, negotiate
 from app.learner import LearnerCookieMiddleware
 from app.page_cache import PageCache
@@ -15,7 +20,7 @@ from app.routes import api, api_docs, auth, authoring, discovery, ops, pages, pr
 from app.routes import submissions as submissions_api
 from app.security.body_limit import BodyLimitMiddleware
 from app.security.csrf import CrossSiteApiGuard, CsrfTokens
-from app.security.errors import security_error
+from app.security.errors import busy_response, security_error
 from app.security.exceptions import SecurityRejection
 from app.security.ratelimit import SlidingWindowLimiter
 from app.security_headers import SecurityHeadersMiddleware
@@ -26,6 +31,8 @@ from gradlab.content.store import ContentStore
 from gradlab.db import init_db, make_engine
 
 BODY_PARSE_ERROR = "There was an error parsing the body"  # fastapi.routing's 400 detail
+DATABASE_RETRY_S = 5
+log = logging.getLogger(__name__)
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -36,6 +43,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         yield
         app.state.engine.dispose()
+        app.state.health_engine.dispose()
 
     app = FastAPI(
         title="gradlab",
@@ -48,6 +56,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings
     app.state.engine = make_engine(settings)
     init_db(app.state.engine)
+    # /healthz's own connection: it never waits behind the requests' (app/health.py)
+    app.state.health_engine = make_engine(settings, pool_size=1, overflow=0)
+    app.state.database_identity = file_identity(sqlite_path(app.state.engine))
+    app.state.db_gate = Gate(settings.db_request_slots, wait_s=settings.admission_wait_s)
+    app.state.waiting = Counter(settings.max_waiting_requests)
     app.state.content_store = ContentStore(
         settings.content_dir, check_interval_s=settings.content_reload_s
     )
@@ -109,6 +122,18 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         return render(
             request, "404.html", locale=locale, status_code=404, path=lambda loc: f"/{loc}/"
         )
+
+    @app.exception_handler(Overloaded)
+    async def overloaded(request: Request, exc: Overloaded) -> Response:
+        return busy_response(request, int(exc.headers["Retry-After"]), str(exc.detail))
+
+    @app.exception_handler(SQLAlchemyTimeoutError)
+    @app.exception_handler(OperationalError)
+    async def database_unavailable(request: Request, exc: Exception) -> Response:
+        # No connection in time, a lock held too long, a database that went away: the request
+        # did not happen, and a retry may succeed. Logged for the operator; /healthz says more.
+        log.warning("database unavailable for %s: %s", request.url.path, exc)
+        return busy_response(request, DATABASE_RETRY_S, "the database is busy or unavailable")
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(request: Request, exc: RequestValidationError) -> Response:

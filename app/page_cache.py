@@ -212,7 +212,9 @@ async def lesson_response(
         page = await run_in_threadpool(cache.fill, content, key, render)
     csrf = token_for(request)
     if _maybe_signed_in(request):
-        nav = await run_in_threadpool(_account_nav, request, locale)
+        # a database lookup: inside a slot, like every request's session (app/admission.py)
+        async with request.app.state.db_gate.admit():
+            nav = await run_in_threadpool(_account_nav, request, locale)
     else:
         nav = page.variants[ACCOUNT_NAV][ANONYMOUS]
     outcome = quiz if quiz in QUIZ_OUTCOMES else ""

@@ -137,6 +137,8 @@ def _serve(args: argparse.Namespace) -> int:
     from app.main import create_app
 
     settings = get_settings()
+    if args.workers:  # /healthz fails while none of them is alive
+        settings.expect_workers = True
     app = create_app(settings)  # creates the database before the workers start
     workers = _LocalWorkers(args.workers)
     signals = _StopSignals()

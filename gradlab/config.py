@@ -13,6 +13,7 @@ PROJECT_ROOT = Path(__file__).resolve().parent.parent
 LOCALES: tuple[str, ...] = ("en", "es", "de", "tr")
 DEFAULT_LOCALE = "en"
 METRICS_TOKEN_MIN_CHARS = 16  # shorter bearer tokens are guessable
+RESERVED_CONNECTIONS = 2  # of each process's pool, for the polls of `?wait` requests
 
 
 class Settings(BaseSettings):
@@ -144,6 +145,34 @@ class Settings(BaseSettings):
     slot_memory_mb: int = Field(default=8192, description="RLIMIT_DATA of a pool slot's zygote")
     max_processes: int = Field(default=128, description="processes + threads of one job")
     max_code_bytes: int = 64 * 1024
+    # overload (app/admission.py): bounded work per web process, answered 503 past it
+    db_pool_size: int = Field(default=10, ge=1, description="database connections per process")
+    db_max_overflow: int = Field(default=10, ge=0, description="connections past db_pool_size")
+    admission_wait_s: float = Field(
+        default=1.0, gt=0, description="a request's wait for a database slot before its 503"
+    )
+    max_waiting_requests: int = Field(
+        default=200, ge=0, description="`?wait` requests held at once; past it, answered at once"
+    )
+    # submissions waiting to be graded (app/submissions/service.py: 503 / 429 past them)
+    max_queued_jobs: int = Field(default=2000, ge=1, description="the whole queue's depth")
+    max_pending_per_learner: int = Field(
+        default=5, ge=1, description="waiting submissions of one account or anonymous learner"
+    )
+    max_pending_per_grader: int = Field(
+        default=1000, ge=1, description="waiting submissions of one grader token"
+    )
+    max_pending_per_address: int = Field(
+        default=20, ge=1, description="waiting submissions of learners at one client address"
+    )
+    draft_rate_limit: int = Field(
+        default=120, ge=1, description="draft saves per rate_window_s per client address"
+    )
+    # /healthz (app/health.py)
+    expect_workers: bool = Field(
+        default=False, description="/healthz fails without a live worker (serve with workers: on)"
+    )
+    min_free_disk_mb: int = Field(default=64, ge=0, description="/healthz: free space in data_dir")
     max_body_bytes: int = Field(
         default=1024 * 1024, description="a request body's cap (413 past it), batches aside"
     )
@@ -162,6 +191,12 @@ class Settings(BaseSettings):
         if not allowed:
             return {"proxy_headers": False}
         return {"proxy_headers": True, "forwarded_allow_ips": allowed}
+
+    @property
+    def db_request_slots(self) -> int:
+        """Requests that may hold a session at once: every connection but the RESERVED ones,
+        which the short polls of `?wait` requests use (app/admission.py)."""
+        return max(1, self.db_pool_size + self.db_max_overflow - RESERVED_CONNECTIONS)
 
     @property
     def resolved_database_url(self) -> str:

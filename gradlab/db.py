@@ -8,18 +8,31 @@ from pathlib import Path
 from alembic import command
 from alembic.config import Config
 from sqlalchemy import Connection, Engine, event, inspect
+from sqlalchemy.pool import QueuePool
 from sqlmodel import Session, create_engine
 
 from gradlab import models  # noqa: F401  (registers the tables on SQLModel.metadata)
 from gradlab.config import Settings
 
+POOL_TIMEOUT_S = 10.0  # a connection checkout's longest wait (then a 503: app.main)
 
-def make_engine(settings: Settings) -> Engine:
+
+def make_engine(settings: Settings, *, pool_size: int | None = None, overflow: int = -1) -> Engine:
+    """The process's engine: `db_pool_size` + `db_max_overflow` connections unless told (the
+    health checks keep one of their own). A checkout waits at most POOL_TIMEOUT_S: admission
+    (app/admission.py) keeps that from happening; if it does, the request gets a 503."""
     url = settings.resolved_database_url
+    pool = {
+        "pool_size": pool_size or settings.db_pool_size,
+        "max_overflow": settings.db_max_overflow if overflow < 0 else overflow,
+        "pool_timeout": POOL_TIMEOUT_S,
+    }
     if not url.startswith("sqlite"):
-        return create_engine(url, pool_pre_ping=True)
+        return create_engine(url, pool_pre_ping=True, **pool)
     settings.data_dir.mkdir(parents=True, exist_ok=True)
-    engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
+    engine = create_engine(
+        url, connect_args={"check_same_thread": False, "timeout": 30}, poolclass=QueuePool, **pool
+    )
 
     @event.listens_for(engine, "connect")
     def _sqlite_pragmas(dbapi_connection, _record) -> None:  # type: ignore[no-untyped-def]

@@ -47,6 +47,18 @@ class Submission(SubmissionBase, table=True):
     finished_at: float | None = None
     # graders only: POSTed the result when it is stored (gradlab/webhooks.py, an outbox row)
     callback_url: str | None = Field(default=None, max_length=2048)
+    # who sent it (app/client.py): the caps on submissions waiting per address count it
+    client_address: str | None = Field(default=None, index=True, max_length=64)
+
+
+class HealthProbe(SQLModel, table=True):
+    """One row per web process, rewritten by each /healthz: proof that the database takes a
+    write (app/health.py)."""
+
+    __tablename__ = "health_probe"
+
+    id: str = Field(primary_key=True, max_length=200)  # host:pid
+    written_at: float
 
 
 class WorkerHeartbeat(SQLModel, table=True):

@@ -49,11 +49,17 @@ def stage(
     locale: str,
     owner: str,
     callback_url: str | None = None,
+    client_address: str | None = None,
 ) -> Submission:
     """Add a submission and its job to the session's transaction, without committing: the
     caller commits them together with what belongs to them (an idempotency key, a batch)."""
     submission = Submission(
-        exercise=exercise, code=code, locale=locale, owner=owner, callback_url=callback_url
+        exercise=exercise,
+        code=code,
+        locale=locale,
+        owner=owner,
+        callback_url=callback_url,
+        client_address=client_address,
     )
     session.add(submission)
     session.flush()
@@ -67,20 +73,33 @@ def stage(
     return submission
 
 
+# The next job: the oldest of those whose sender (client address) has the fewest jobs being
+# graded right now. One address that queues many slow jobs (endless loops run to the wall
+# clock) then takes one worker after another only while nobody else is waiting; anybody else's
+# job goes first as soon as a worker is free. A job without an address (the CLI, rows from
+# before addresses were kept) is its own sender.
 _CANDIDATE = """
-    SELECT id FROM job
-    WHERE status = 'queued' OR (status = 'leased' AND lease_expires_at < :now)
-    ORDER BY id LIMIT 1
+    SELECT job.id FROM job JOIN submission ON submission.id = job.submission_id
+    WHERE job.status = 'queued' OR (job.status = 'leased' AND job.lease_expires_at < :now)
+    ORDER BY (
+        SELECT COUNT(*) FROM job AS busy JOIN submission AS sender
+            ON sender.id = busy.submission_id
+        WHERE busy.status = 'leased' AND busy.lease_expires_at >= :now
+          AND COALESCE(sender.client_address, '') = COALESCE(submission.client_address, '')
+    ), job.id
+    LIMIT 1
 """
 
 
 def claim(
     *, session: Session, worker_id: str, lease_s: float, max_attempts: int
 ) -> ClaimedJob | None:
-    """Lease the oldest available job to `worker_id`, or return None when there is none."""
+    """Lease the next available job (_CANDIDATE: fair between senders, oldest first) to
+    `worker_id`, or return None when there is none."""
     now = time.time()
     _bury_exhausted(session=session, now=now, max_attempts=max_attempts)
-    skip_locked = " FOR UPDATE SKIP LOCKED" if session.bind.dialect.name == "postgresql" else ""
+    postgresql = session.bind.dialect.name == "postgresql"
+    skip_locked = " FOR UPDATE OF job SKIP LOCKED" if postgresql else ""
     row = session.execute(
         text(
             f"""

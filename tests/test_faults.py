@@ -72,6 +72,10 @@ class Cluster:
             "GRADLAB_DEVICE": "cpu",
             "GRADLAB_POOL_SLOTS": "1",
             "GRADLAB_CONTENT_RELOAD_S": "0",
+            # one test learner keeps a dozen jobs waiting across a restart (tests/test_admission.py
+            # covers the caps)
+            "GRADLAB_MAX_PENDING_PER_LEARNER": "100",
+            "GRADLAB_MAX_PENDING_PER_ADDRESS": "100",
             "GRADLAB_SUBMISSION_RATE_LIMIT": "100000",
             "GRADLAB_TEST_HOLD_S": str(HOLD_S),
         }

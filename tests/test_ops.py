@@ -40,9 +40,9 @@ def test_healthz_answers_ok_when_the_database_answers(client: TestClient) -> Non
 def test_healthz_is_503_when_the_database_is_gone(settings: Settings) -> None:
     app = create_app(settings)
     with TestClient(app) as client:
-        app.state.engine.dispose()
+        app.state.health_engine.dispose()
         # a server that is not there: port 9 (discard) on localhost refuses the connection
-        app.state.engine = create_engine(
+        app.state.health_engine = create_engine(
             "postgresql+psycopg://nobody@127.0.0.1:9/none", connect_args={"connect_timeout": 2}
         )
         response = client.get("/healthz")

@@ -222,3 +222,26 @@ def test_fail_gives_the_job_back_then_buries_it_with_the_reason(engine) -> None:
         result = GradeResult.model_validate_json(submission.result_json)
         assert submission.status == "error" and result.error.kind == "internal_error"
         assert "E: two" in result.error.message
+
+
+@both_databases
+def test_a_sender_with_jobs_running_waits_behind_one_without(engine) -> None:  # type: ignore[no-untyped-def]
+    """Fair between client addresses: a flood of older jobs from one address does not keep a
+    later job from another address waiting once a worker is free."""
+    with Session(engine) as session:
+        staged = [
+            queue.stage(
+                session=session,
+                exercise="l/e",
+                code=f"# {address} {i}",
+                locale="en",
+                owner=f"learner:{address}{i}",
+                client_address=address,
+            ).id
+            for address, i in [("10.0.0.1", 0), ("10.0.0.1", 1), ("10.0.0.1", 2), ("10.0.0.2", 0)]
+        ]
+        session.commit()
+    flood, honest = staged[:3], staged[3]
+    assert _claim(engine, "w1").submission_id == flood[0]  # nobody runs anything: oldest
+    assert _claim(engine, "w2").submission_id == honest  # the flooder has one running
+    assert _claim(engine, "w3").submission_id == flood[1]  # only the flooder waits now

@@ -1,7 +1,6 @@
 """Accounts: the JSON API (`/api/v1/auth/...`, for the web and apps alike) and the pages
 (`/{locale}/register`, `/{locale}/login`, `POST /{locale}/logout`)."""
 
-import ipaddress
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Form, HTTPException, Request, Response
@@ -14,6 +13,7 @@ from app.accounts.auth import clear_session_cookie, set_session_cookie
 from app.accounts.schemas import Credentials, Token, UserPublic
 from app.accounts.security import Problem
 from app.accounts.service import AccountError
+from app.client import client_address
 from app.deps import AuthDep, CurrentUser, LocaleDep, SessionDep, SettingsDep
 from app.security.csrf import require_form_token
 from app.security.exceptions import RateLimited
@@ -28,23 +28,6 @@ STATUS = {Problem.email_taken: 409}
 
 
 # --- shared steps ---------------------------------------------------------------------------
-
-
-def client_address(request: Request) -> str:
-    """Who the rate limits count: the peer address of the connection, which is the client's
-    own unless `gradlab serve` was told to trust a proxy (GRADLAB_FORWARDED_ALLOW_IPS: only
-    then does uvicorn replace it with X-Forwarded-For). An IPv6 address counts as its /64,
-    the block one subscriber gets (and can pick any address of)."""
-    host = request.client.host if request.client else "unknown"
-    try:
-        address = ipaddress.ip_address(host)
-    except ValueError:
-        return host
-    if isinstance(address, ipaddress.IPv6Address):
-        if address.ipv4_mapped is not None:
-            return str(address.ipv4_mapped)
-        return str(ipaddress.IPv6Network((address, 64), strict=False))
-    return str(address)
 
 
 def login_limits(request: Request, settings: Settings, email: str) -> list[Limit]:

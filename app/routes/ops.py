@@ -1,4 +1,5 @@
-"""Operations: `GET /healthz` (is the database answering?) and `GET /metrics` (Prometheus).
+"""Operations: `GET /healthz` (can this instance do its work? app/health.py) and `GET /metrics`
+(Prometheus).
 
 Everything /metrics reports comes from the database, because the web process grades nothing and
 there may be many web and worker processes on many hosts: queue depth and jobs/submissions by
@@ -25,9 +26,10 @@ from prometheus_client.core import (
     Metric,
 )
 from prometheus_client.registry import Collector
-from sqlalchemy import Engine, func, text
+from sqlalchemy import Engine, func
 from sqlmodel import Session, select
 
+from app.health import run_checks
 from gradlab.heartbeat import parse_stats, read_heartbeats
 from gradlab.models import Job, JobStatus, Submission, SubmissionStatus
 
@@ -37,24 +39,24 @@ VERSION = "0.1.0"
 
 @router.get("/healthz")
 def healthz(request: Request) -> JSONResponse:
-    """200 when the database answers a trivial query, 503 (with the error) when it does not."""
+    """200 when every check passes (app/health.py: a database write, the SQLite file's identity,
+    free disk, live workers where expected); 503 naming each failing part otherwise."""
+    state = request.app.state
     started = time.perf_counter()
-    try:
-        with Session(request.app.state.engine) as session:
-            session.execute(text("SELECT 1"))
-    except Exception as exc:  # any driver error means: not healthy
-        return JSONResponse(
-            {"status": "error", "database": f"error: {type(exc).__name__}", "version": VERSION},
-            status_code=503,
-        )
-    return JSONResponse(
-        {
-            "status": "ok",
-            "database": "ok",
-            "database_ms": round((time.perf_counter() - started) * 1000, 2),
-            "version": VERSION,
-        }
+    checks = run_checks(
+        engine=state.health_engine, settings=state.settings, opened=state.database_identity
     )
+    healthy = all(check.ok for check in checks)
+    database = next(check for check in checks if check.name == "database")
+    body = {
+        "status": "ok" if healthy else "error",
+        "database": "ok" if database.ok else f"error: {database.detail}",
+        "checks": {check.name: {"ok": check.ok, "detail": check.detail} for check in checks},
+        "failing": [check.name for check in checks if not check.ok],
+        "database_ms": round((time.perf_counter() - started) * 1000, 2),
+        "version": VERSION,
+    }
+    return JSONResponse(body, status_code=200 if healthy else 503)
 
 
 NO_TOKEN_DETAIL = (

@@ -5,6 +5,7 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Form, HTTPException, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
+from app.client import client_address
 from app.deps import (
     ContentDep,
     LocaleDep,
@@ -118,12 +119,21 @@ def submit_form(
     data = SubmissionCreate(exercise=f"{lesson}/{exercise}", code=code, locale=locale)
     try:
         (submission,), _ = submissions.create(
-            session=session, content=content, settings=settings, owner=owner, items=[data]
+            session=session,
+            content=content,
+            settings=settings,
+            owner=owner,
+            items=[data],
+            address=client_address(request),
         )
     except SubmissionRefused as refused:
         if wants_json:  # the page's script shows the detail under the editor
-            return JSONResponse({"detail": refused.detail}, status_code=refused.status)
-        return _refusal_page(request, refused, locale=locale)
+            response: Response = JSONResponse({"detail": refused.detail}, refused.status)
+        else:
+            response = _refusal_page(request, refused, locale=locale)
+        if refused.retry_after is not None:
+            response.headers["Retry-After"] = str(refused.retry_after)
+        return response
     page_url = f"/{locale}/submissions/{submission.id}"
     if wants_json:
         return JSONResponse(

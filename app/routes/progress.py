@@ -1,13 +1,15 @@
 """Progress sync and exercise drafts (JSON API), per owner: an account or the anonymous
 learner's cookie. Nobody can address another owner's rows: the owner is never in the URL."""
 
-from fastapi import APIRouter, HTTPException, Response
+from fastapi import APIRouter, HTTPException, Request, Response
 
+from app.client import client_address
 from app.deps import ContentDep, OwnerDep, SessionDep, SettingsDep
 from app.drafts import service as drafts
 from app.drafts.schemas import DraftPublic, DraftUpdate
 from app.progress import service as progress
 from app.progress.schemas import LessonState, ProgressPublic, ProgressUpdate
+from app.security.exceptions import RateLimited
 from app.submissions.service import SubmissionRefused, check_code
 from gradlab.content.loader import Content
 
@@ -57,6 +59,7 @@ def read_draft(
 
 @router.put("/drafts/{lesson}/{exercise}", response_model=DraftPublic)
 def save_draft(
+    request: Request,
     lesson: str,
     exercise: str,
     data: DraftUpdate,
@@ -68,6 +71,14 @@ def save_draft(
     """Save the editor's code: refused as a submission's would be (413 over the size limit,
     422 for a NUL character or a lone surrogate), so a saved draft can always be sent."""
     ref = _exercise(content, lesson, exercise)
+    # by address: a script without cookies is a new learner (and a new row) on every request
+    retry_after = request.app.state.rate_limiter.hit(
+        f"draft:{client_address(request)}",
+        limit=settings.draft_rate_limit,
+        window_s=settings.rate_window_s,
+    )
+    if retry_after is not None:
+        raise RateLimited(retry_after)
     try:
         check_code(data.code, settings=settings)
     except SubmissionRefused as refused:

@@ -18,10 +18,12 @@ from fastapi import APIRouter, Depends, Header, HTTPException, Query, Request, R
 from fastapi.concurrency import run_in_threadpool
 from fastapi.security import HTTPBearer
 from pydantic import BaseModel, ConfigDict, Field
-from sqlalchemy import and_, or_
+from sqlalchemy import Engine, and_, or_
 from sqlmodel import Session, col, select
 
 from app import idempotency
+from app.admission import Counter
+from app.client import client_address
 from app.deps import (
     ContentDep,
     GraderDep,
@@ -34,6 +36,7 @@ from app.deps import (
 from app.security.exceptions import RateLimited
 from app.submissions import service as submissions
 from app.submissions.schemas import SubmissionCreate, SubmissionPublic
+from gradlab.config import Settings
 from gradlab.models import Submission, SubmissionStatus, WebhookAttempt, WebhookDelivery
 
 MAX_WAIT_S = 60
@@ -86,7 +89,19 @@ E413 = {413: _error("code over the size limit", "code is 70000 bytes; the limit 
 E422 = {422: {"model": ValidationErrorBody, "description": "malformed request"}}
 E429 = {
     429: {
-        **_error("too many submissions", "too many requests; try again in 12 s"),
+        **_error(
+            "too many submissions in the window, or waiting to be graded at once",
+            "too many requests; try again in 12 s",
+        ),
+        "headers": {"Retry-After": {"description": "seconds", "schema": {"type": "integer"}}},
+    }
+}
+E503 = {
+    503: {
+        **_error(
+            "the grading queue is full, or the server is busy",
+            "the grading queue is full (2000 jobs waiting); try again later",
+        ),
         "headers": {"Retry-After": {"description": "seconds", "schema": {"type": "integer"}}},
     }
 }
@@ -111,16 +126,39 @@ def _create(**arguments: Any) -> tuple[list[Submission], bool]:
     try:
         return submissions.create(**arguments)
     except submissions.SubmissionRefused as refused:
-        raise HTTPException(status_code=refused.status, detail=refused.detail) from None
+        headers = None if refused.retry_after is None else {"Retry-After": str(refused.retry_after)}
+        raise HTTPException(refused.status, detail=refused.detail, headers=headers) from None
+
+
+def _reload(engine: Engine, submission_id: str) -> Submission | None:
+    """The submission as stored now, read in a short session of its own (detached)."""
+    with Session(engine) as session:
+        submission = session.get(Submission, submission_id)
+        if submission is not None:
+            session.expunge(submission)
+        return submission
 
 
 async def _wait_for(
-    session: Session, submission: Submission, wait_s: float, poll_s: float
+    request: Request, session: Session, submission: Submission, wait_s: float
 ) -> Submission:
-    deadline = time.monotonic() + wait_s
-    while submission.status not in DONE and time.monotonic() < deadline:
-        await asyncio.sleep(poll_s)
-        await run_in_threadpool(session.refresh, submission)
+    """Hold the answer until the submission is graded or `wait_s` passed, holding neither a
+    database slot nor a connection meanwhile (app/admission.py): each poll is a short session.
+    Past `max_waiting_requests` waiting at once, the answer is given now (202: poll its URL)."""
+    waiting: Counter = request.app.state.waiting
+    if not waiting.enter():
+        return submission
+    try:
+        await run_in_threadpool(session.close)  # its objects keep their loaded values
+        request.state.db_slot.release()
+        settings: Settings = request.app.state.settings
+        deadline = time.monotonic() + wait_s
+        while submission.status not in DONE and time.monotonic() < deadline:
+            await asyncio.sleep(settings.poll_interval_s)
+            found = await run_in_threadpool(_reload, request.app.state.engine, submission.id)
+            submission = found or submission
+    finally:
+        waiting.leave()
     return submission
 
 
@@ -139,9 +177,11 @@ async def _wait_for(
         **E413,
         **E422,
         **E429,
+        **E503,
     },
 )
 async def create_submission(
+    request: Request,
     data: SubmissionCreate,
     session: SessionDep,
     content: ContentDep,
@@ -163,6 +203,7 @@ async def create_submission(
         content=content,
         settings=settings,
         owner=owner,
+        address=client_address(request),
         items=[data],
         key=idempotency_key,
         digest=idempotency.request_hash("submission", data),
@@ -174,7 +215,7 @@ async def create_submission(
     if replayed:
         response.headers["Idempotent-Replayed"] = "true"
     if wait > 0:
-        submission = await _wait_for(session, submission, wait, settings.poll_interval_s)
+        submission = await _wait_for(request, session, submission, wait)
     if submission.status in DONE:
         response.status_code = 200
     return submissions.to_public(submission)
@@ -212,7 +253,7 @@ class SubmissionList(BaseModel):
     status_code=202,
     response_model=SubmissionList,
     summary="Submit up to 100 submissions at once (grader tokens)",
-    responses={**E401, **E403, **E404, **E409, **E413, **E422, **E429},
+    responses={**E401, **E403, **E404, **E409, **E413, **E422, **E429, **E503},
 )
 async def create_batch(
     batch: BatchCreate,
@@ -243,6 +284,7 @@ async def create_batch(
         content=content,
         settings=settings,
         owner=owner,
+        address=client_address(request),
         items=batch.items,
         key=idempotency_key,
         digest=idempotency.request_hash("batch", batch),

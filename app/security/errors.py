@@ -33,6 +33,26 @@ def page_locale(request: Request) -> str:
     return negotiate(request.cookies.get(LOCALE_COOKIE), request.headers.get("accept-language"))
 
 
+def busy_response(request: Request, retry_after: int, detail: str) -> Response:
+    """503 with Retry-After: `detail` as JSON to the API and to scripts, a page otherwise."""
+    headers = {"Retry-After": str(retry_after), "Cache-Control": "no-store"}
+    if request.url.path.startswith("/api/") or "application/json" in request.headers.get(
+        "accept", ""
+    ):
+        return JSONResponse({"detail": detail}, status_code=503, headers=headers)
+    locale = page_locale(request)
+    response = render(
+        request,
+        "busy.html",
+        locale=locale,
+        status_code=503,
+        retry_after=retry_after,
+        path=lambda loc: f"/{loc}/",
+    )
+    response.headers.update(headers)
+    return response
+
+
 async def security_error(request: Request, exc: Exception) -> Response:
     """Exception handler for SecurityRejection (registered in app.main)."""
     assert isinstance(exc, SecurityRejection)

@@ -1,0 +1,103 @@
+"""Admission of submissions: the queue's depth, and how many submissions one learner, one grader
+token and one client address may have waiting at once. Refusals are 429/503 with Retry-After,
+as JSON to the API and as a page in the learner's language to the form; nothing is stored."""
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlmodel import Session
+
+from app.main import create_app
+from gradlab import tokens
+from gradlab.config import Settings
+from tests.conftest import csrf_token
+from tests.pg import both_databases
+
+EXERCISE = "gradient-accumulation/accumulate"
+SUBMIT = "/api/v1/submissions"
+
+
+def _client(settings: Settings, **overrides: object) -> TestClient:
+    for name, value in overrides.items():
+        setattr(settings, name, value)
+    return TestClient(create_app(settings))
+
+
+def _submit(client: TestClient, **headers: str) -> int:
+    return client.post(
+        SUBMIT, json={"exercise": EXERCISE, "code": "x"}, headers=headers
+    ).status_code
+
+
+@both_databases
+def test_cookieless_submissions_from_one_address_are_refused_before_the_60th(
+    settings: Settings,
+) -> None:
+    """A script without cookies is a new anonymous learner every time: the address counts."""
+    with _client(settings, submission_rate_limit=1000) as client:
+        statuses = []
+        for _ in range(60):
+            client.cookies.clear()
+            statuses.append(_submit(client))
+        cap = settings.max_pending_per_address
+        assert statuses[:cap] == [202] * cap
+        assert set(statuses[cap:]) == {429}
+        client.cookies.clear()
+        refused = client.post(SUBMIT, json={"exercise": EXERCISE, "code": "x"})
+        assert refused.headers["retry-after"] == "10"
+        assert f"at most {cap} at once" in refused.json()["detail"]
+        # a grader token from the same address is not a learner: its own, larger cap
+        with Session(client.app.state.engine) as session:  # type: ignore[attr-defined]
+            token = tokens.create(session=session, name="lms").token
+        assert _submit(client, Authorization=f"Bearer {token}") == 202
+
+
+def test_one_learner_has_a_few_submissions_waiting_at_once(settings: Settings) -> None:
+    with _client(settings, max_pending_per_learner=3) as client:
+        assert [_submit(client) for _ in range(5)] == [202, 202, 202, 429, 429]
+        listed = client.get(SUBMIT).json()["items"]
+        assert len(listed) == 3  # the refused ones were not stored
+
+
+@both_databases
+def test_a_full_queue_is_503_with_retry_after_for_everyone(settings: Settings) -> None:
+    with _client(settings, max_queued_jobs=2) as client:
+        assert _submit(client) == 202
+        client.cookies.clear()
+        assert _submit(client) == 202
+        client.cookies.clear()
+        full = client.post(SUBMIT, json={"exercise": EXERCISE, "code": "x"})
+        assert full.status_code == 503 and full.headers["retry-after"] == "30"
+        assert "queue is full" in full.json()["detail"]
+        with Session(client.app.state.engine) as session:  # type: ignore[attr-defined]
+            token = tokens.create(session=session, name="ci").token
+        batch = client.post(
+            f"{SUBMIT}/batch",
+            json={"items": [{"exercise": EXERCISE, "code": "x"}]},
+            headers={"Authorization": f"Bearer {token}"},
+        )
+        assert batch.status_code == 503
+
+
+@pytest.mark.parametrize("locale", ["en", "de"])
+def test_the_form_says_why_in_the_learners_language(settings: Settings, locale: str) -> None:
+    with _client(settings, max_pending_per_learner=1) as client:
+        assert _submit(client) == 202
+        response = client.post(
+            f"/{locale}/lessons/gradient-accumulation/exercises/accumulate",
+            data={"code": "x", "csrf_token": csrf_token(client)},
+            follow_redirects=False,
+        )
+        assert response.status_code == 429 and response.headers["retry-after"] == "10"
+        expected = {"en": "You already have 1 submission waiting", "de": "Du hast bereits 1 Abgabe"}
+        assert expected[locale] in response.text
+
+
+def test_draft_saves_are_limited_per_address(settings: Settings) -> None:
+    with _client(settings, draft_rate_limit=5) as client:
+        statuses = []
+        for index in range(7):
+            client.cookies.clear()  # a new anonymous learner (a new row) each time
+            statuses.append(
+                client.put(f"/api/v1/drafts/{EXERCISE}", json={"code": f"# {index}"}).status_code
+            )
+        assert statuses == [200] * 5 + [429] * 2

@@ -1,4 +1,4 @@
-"""Admission to the database: at most `max_db_requests` requests of this process use it at once.
+"""Admission to the database: at most `db_request_slots` requests of this process use it at once.
 
 Why. Sync dependencies and endpoints run on a pool of 40 threads; the database pool has
 `db_pool_size + db_max_overflow` connections. With more requests than connections, threads
@@ -14,7 +14,7 @@ waits up to `admission_wait_s` for one, then gets 503 with `Retry-After`: overlo
 at once, it never piles up. Requests that need no database (a cached lesson page for a
 visitor without a session cookie, static files) never wait here. `/healthz` and the short
 polls of a `?wait` request use their own short sessions outside the slots, from the
-connections held back for them (`db_pool_size + db_max_overflow - max_db_requests`).
+connections held back for them (gradlab.config's RESERVED_CONNECTIONS).
 """
 
 import asyncio

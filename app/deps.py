@@ -71,17 +71,27 @@ def submission_limit(owner: str, settings: Settings) -> int:
     return settings.submission_rate_limit
 
 
+def enforce_limit(
+    request: Request, key: str, *, limit: int, window_s: float, cost: int = 1
+) -> None:
+    """Count `cost` events for `key` on the app's rate limiter; 429 (RateLimited) when over."""
+    retry_after = request.app.state.rate_limiter.hit(key, limit=limit, window_s=window_s, cost=cost)
+    if retry_after is not None:
+        raise RateLimited(retry_after)
+
+
 def limit_submissions(
     request: Request,
     owner: Annotated[str, Depends(get_owner)],
     settings: Annotated[Settings, Depends(get_settings)],
 ) -> None:
     """Route dependency: at most `submission_rate_limit` submissions per window per owner."""
-    retry_after = request.app.state.rate_limiter.hit(
-        f"submit:{owner}", limit=submission_limit(owner, settings), window_s=settings.rate_window_s
+    enforce_limit(
+        request,
+        f"submit:{owner}",
+        limit=submission_limit(owner, settings),
+        window_s=settings.rate_window_s,
     )
-    if retry_after is not None:
-        raise RateLimited(retry_after)
 
 
 def valid_locale(locale: str) -> str:

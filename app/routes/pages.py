@@ -17,15 +17,16 @@ from app.deps import (
     valid_locale,
 )
 from app.discovery import course_links
-from app.i18n import negotiate, translations
+from app.i18n import negotiate
 from app.page_cache import conditional, lesson_response
 from app.progress import service as progress
 from app.routes.api import QuizAnswer, check_quiz
 from app.security.csrf import require_form_token
+from app.security.errors import error_page, message_macros, one_line, wants_json
 from app.submissions import service as submissions
 from app.submissions.schemas import SubmissionCreate
 from app.submissions.service import SubmissionRefused
-from app.templating import env, render
+from app.templating import render
 
 # Every unsafe request (each form post) must carry the CSRF token: app/security/csrf.py.
 router = APIRouter(include_in_schema=False, dependencies=[Depends(require_form_token)])
@@ -115,7 +116,6 @@ def submit_form(
 ) -> Response:
     """The exercise form: without JavaScript it redirects to the result page; the page's script
     asks for JSON and polls the result fragment in place."""
-    wants_json = "application/json" in request.headers.get("accept", "")
     data = SubmissionCreate(exercise=f"{lesson}/{exercise}", code=code, locale=locale)
     try:
         (submission,), _ = submissions.create(
@@ -127,7 +127,7 @@ def submit_form(
             address=client_address(request),
         )
     except SubmissionRefused as refused:
-        if wants_json:  # the page's script shows the detail under the editor
+        if wants_json(request):  # the page's script shows the detail under the editor
             response: Response = JSONResponse({"detail": refused.detail}, refused.status)
         else:
             response = _refusal_page(request, refused, locale=locale)
@@ -135,7 +135,7 @@ def submit_form(
             response.headers["Retry-After"] = str(refused.retry_after)
         return response
     page_url = f"/{locale}/submissions/{submission.id}"
-    if wants_json:
+    if wants_json(request):
         return JSONResponse(
             {"id": submission.id, "url": page_url, "fragment_url": f"{page_url}?fragment=1"},
             status_code=202,
@@ -145,21 +145,14 @@ def submit_form(
 
 def _refusal_page(request: Request, refused: SubmissionRefused, *, locale: str) -> Response:
     """A refused form post, worded in the page's language."""
-    module = env.get_template("_submission_messages.html").make_module(
-        {"locale": locale, "translations": translations(locale)}
-    )
-    message = str(module.message(refused.reason, refused.values))  # type: ignore[attr-defined]
-    response = render(
+    module = message_macros("_submission_messages.html", locale)
+    return error_page(
         request,
-        "error.html",
         locale=locale,
         status_code=refused.status,
-        title=str(module.title()),  # type: ignore[attr-defined]
-        message=" ".join(message.split()),
-        path=lambda loc: f"/{loc}/",
+        title=one_line(module.title()),
+        message=one_line(module.message(refused.reason, refused.values)),
     )
-    response.headers["Cache-Control"] = "no-store"
-    return response
 
 
 @router.get("/{locale}/submissions/{submission_id}", response_class=HTMLResponse)

@@ -4,12 +4,11 @@ learner's cookie. Nobody can address another owner's rows: the owner is never in
 from fastapi import APIRouter, HTTPException, Request, Response
 
 from app.client import client_address
-from app.deps import ContentDep, OwnerDep, SessionDep, SettingsDep
+from app.deps import ContentDep, OwnerDep, SessionDep, SettingsDep, enforce_limit
 from app.drafts import service as drafts
 from app.drafts.schemas import DraftPublic, DraftUpdate
 from app.progress import service as progress
 from app.progress.schemas import LessonState, ProgressPublic, ProgressUpdate
-from app.security.exceptions import RateLimited
 from app.submissions.service import SubmissionRefused, check_code
 from gradlab.content.loader import Content
 
@@ -72,13 +71,12 @@ def save_draft(
     422 for a NUL character or a lone surrogate), so a saved draft can always be sent."""
     ref = _exercise(content, lesson, exercise)
     # by address: a script without cookies is a new learner (and a new row) on every request
-    retry_after = request.app.state.rate_limiter.hit(
+    enforce_limit(
+        request,
         f"draft:{client_address(request)}",
         limit=settings.draft_rate_limit,
         window_s=settings.rate_window_s,
     )
-    if retry_after is not None:
-        raise RateLimited(retry_after)
     try:
         check_code(data.code, settings=settings)
     except SubmissionRefused as refused:

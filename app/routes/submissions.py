@@ -30,10 +30,10 @@ from app.deps import (
     OwnerDep,
     SessionDep,
     SettingsDep,
+    enforce_limit,
     limit_submissions,
     submission_limit,
 )
-from app.security.exceptions import RateLimited
 from app.submissions import service as submissions
 from app.submissions.schemas import SubmissionCreate, SubmissionPublic
 from gradlab.config import Settings
@@ -270,14 +270,13 @@ async def create_batch(
     refused item (`items[3]: unknown exercise ...`) with the first one's status. The answer
     lists the submissions in the order of the request. Each item counts against the rate
     limit."""
-    retry_after = request.app.state.rate_limiter.hit(
+    enforce_limit(
+        request,
         f"submit:{owner}",
         limit=submission_limit(owner, settings),
         window_s=settings.rate_window_s,
         cost=len(batch.items),
     )
-    if retry_after is not None:
-        raise RateLimited(retry_after)
     made, replayed = await run_in_threadpool(
         _create,
         session=session,

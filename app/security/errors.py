@@ -2,8 +2,12 @@
 page to a browser's form post, as JSON to the API and to a page's script that asks for JSON.
 
 Their wording lives in `templates/_security_messages.html`, where `pybabel extract` finds it
-(plural forms included) and where both the page and the JSON answer take it from.
+(plural forms included) and where both the page and the JSON answer take it from. The helpers
+here (`wants_json`, `error_page`, `message_macros`, `busy_response`) answer the other refusals
+of the site the same way (a refused submission, an overloaded server).
 """
+
+from typing import Any
 
 from fastapi import Request
 from fastapi.responses import JSONResponse, Response
@@ -16,14 +20,52 @@ from gradlab.config import DEFAULT_LOCALE, LOCALES
 LOCALE_COOKIE = "gradlab_locale"  # the cookie app.routes.pages remembers the locale in
 
 
-def wording(exc: SecurityRejection, locale: str) -> tuple[str, str]:
-    """(title, message) of a refusal in `locale`."""
-    module = env.get_template("_security_messages.html").make_module(
+def message_macros(template: str, locale: str) -> Any:
+    """The macros of a wording template (`title`, `message`), rendered in `locale`."""
+    return env.get_template(template).make_module(
         {"locale": locale, "translations": translations(locale)}
     )
-    title = str(module.title(exc.kind))  # type: ignore[attr-defined]
-    message = str(module.message(exc.kind, exc.retry_after))  # type: ignore[attr-defined]
-    return " ".join(title.split()), " ".join(message.split())
+
+
+def one_line(text: object) -> str:
+    return " ".join(str(text).split())
+
+
+def wording(exc: SecurityRejection, locale: str) -> tuple[str, str]:
+    """(title, message) of a refusal in `locale`."""
+    module = message_macros("_security_messages.html", locale)
+    return one_line(module.title(exc.kind)), one_line(module.message(exc.kind, exc.retry_after))
+
+
+def wants_json(request: Request) -> bool:
+    """The API, and a page's script that asks for JSON; a browser's own navigation does not."""
+    return request.url.path.startswith("/api/") or "application/json" in request.headers.get(
+        "accept", ""
+    )
+
+
+def error_page(
+    request: Request,
+    *,
+    locale: str,
+    status_code: int,
+    title: str,
+    message: str,
+    headers: dict[str, str] | None = None,
+) -> Response:
+    """error.html in `locale`, never cached."""
+    response = render(
+        request,
+        "error.html",
+        locale=locale,
+        status_code=status_code,
+        title=title,
+        message=message,
+        path=lambda loc: f"/{loc}/",
+    )
+    response.headers.update(headers or {})
+    response.headers["Cache-Control"] = "no-store"
+    return response
 
 
 def page_locale(request: Request) -> str:
@@ -36,9 +78,7 @@ def page_locale(request: Request) -> str:
 def busy_response(request: Request, retry_after: int, detail: str) -> Response:
     """503 with Retry-After: `detail` as JSON to the API and to scripts, a page otherwise."""
     headers = {"Retry-After": str(retry_after), "Cache-Control": "no-store"}
-    if request.url.path.startswith("/api/") or "application/json" in request.headers.get(
-        "accept", ""
-    ):
+    if wants_json(request):
         return JSONResponse({"detail": detail}, status_code=503, headers=headers)
     locale = page_locale(request)
     response = render(
@@ -60,17 +100,13 @@ async def security_error(request: Request, exc: Exception) -> Response:
     api = request.url.path.startswith("/api/")
     locale = DEFAULT_LOCALE if api else page_locale(request)
     title, message = wording(exc, locale)
-    if api or "application/json" in request.headers.get("accept", ""):
+    if wants_json(request):
         return JSONResponse({"detail": message}, status_code=exc.status_code, headers=headers)
-    response = render(
+    return error_page(
         request,
-        "error.html",
         locale=locale,
         status_code=exc.status_code,
         title=title,
         message=message,
-        path=lambda loc: f"/{loc}/",
+        headers=headers,
     )
-    response.headers.update(headers)
-    response.headers["Cache-Control"] = "no-store"
-    return response

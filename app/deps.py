@@ -1,4 +1,8 @@
-"""Request dependencies: settings, database session, content, who is asking, rate limits."""
+"""Request dependencies: settings, database session, content, who is asking, rate limits.
+
+Dependencies that only read request state are `async def`: FastAPI runs a plain `def` one on
+the thread pool, a round trip through another thread for nothing. Those that touch the
+database or the disk (`get_auth`, `get_content`'s reload check) stay `def`."""
 
 from collections.abc import AsyncIterator
 from typing import Annotated
@@ -14,7 +18,7 @@ from gradlab.content.loader import Content
 from gradlab.content.store import ContentStore
 
 
-def get_settings(request: Request) -> Settings:
+async def get_settings(request: Request) -> Settings:
     return request.app.state.settings
 
 
@@ -27,7 +31,7 @@ async def get_session(request: Request) -> AsyncIterator[Session]:
             yield session
 
 
-def get_content_store(request: Request) -> ContentStore:
+async def get_content_store(request: Request) -> ContentStore:
     return request.app.state.content_store
 
 
@@ -41,13 +45,13 @@ def get_auth(request: Request, session: Annotated[Session, Depends(get_session)]
     return resolve(request, session)
 
 
-def get_owner(request: Request, auth: Annotated[Auth, Depends(get_auth)]) -> str:
+async def get_owner(request: Request, auth: Annotated[Auth, Depends(get_auth)]) -> str:
     """Who owns what this request reads and creates: `user:<id>` when signed in, else
     `learner:<id>`, the anonymous learner behind the signed cookie."""
     return auth.owner(request.state.learner_id)
 
 
-def get_current_user(auth: Annotated[Auth, Depends(get_auth)]) -> UserPublic:
+async def get_current_user(auth: Annotated[Auth, Depends(get_auth)]) -> UserPublic:
     if auth.grader_id is not None:
         raise HTTPException(status_code=403, detail="a grader token cannot use account endpoints")
     if auth.user is None:
@@ -55,7 +59,7 @@ def get_current_user(auth: Annotated[Auth, Depends(get_auth)]) -> UserPublic:
     return auth.user
 
 
-def require_grader(auth: Annotated[Auth, Depends(get_auth)]) -> int:
+async def require_grader(auth: Annotated[Auth, Depends(get_auth)]) -> int:
     """The grader token id; 401 without a bearer token, 403 for any other kind of login."""
     if auth.grader_id is not None:
         return auth.grader_id
@@ -94,7 +98,7 @@ def limit_submissions(
     )
 
 
-def valid_locale(locale: str) -> str:
+async def valid_locale(locale: str) -> str:
     if locale not in LOCALES:
         raise HTTPException(status_code=404, detail=f"unknown locale {locale!r}")
     return locale

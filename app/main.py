@@ -22,7 +22,7 @@ from app.security.body_limit import BodyLimitMiddleware
 from app.security.csrf import CrossSiteApiGuard, CsrfTokens
 from app.security.errors import busy_response, security_error
 from app.security.exceptions import SecurityRejection
-from app.security.ratelimit import SlidingWindowLimiter
+from app.security.ratelimit import DatabaseRateLimiter
 from app.security_headers import SecurityHeadersMiddleware
 from app.static_files import RevalidatedStaticFiles
 from app.templating import render
@@ -44,6 +44,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         yield
         app.state.engine.dispose()
         app.state.health_engine.dispose()
+        app.state.limiter_engine.dispose()
 
     app = FastAPI(
         title="gradlab",
@@ -66,7 +67,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.state.csrf = CsrfTokens(settings.resolved_secret_key())
     app.state.page_cache = PageCache()  # lesson pages rendered once per content version
-    app.state.rate_limiter = SlidingWindowLimiter()
+    # the rate limits' counts, shared by every web process, on connections of their own: a
+    # hit is a few milliseconds' transaction that must not commit the request's session
+    app.state.limiter_engine = make_engine(settings, pool_size=2, overflow=2)
+    app.state.rate_limiter = DatabaseRateLimiter(app.state.limiter_engine)
     # inside the learner cookie middleware (added after it), which sets the learner id
     app.add_middleware(
         CrossSiteApiGuard, trusted_origins=[settings.public_base_url], tokens=app.state.csrf

@@ -7,8 +7,9 @@ floods, the nine others are honest. The flooder sends `--endless` endless loops 
 correct solutions as it is allowed; the honest addresses send a mix of the corpus (correct and
 wrong solutions, syntax errors), each submission from a new anonymous learner (no cookie), all
 through `--clients` concurrent connections. `--pollers` threads poll the accepted submissions
-every 2 s until graded; a watcher asks /healthz every 0.25 s. The lesson's wall clock is capped
-at `--wall` s (GRADLAB_MAX_WALL_S) so that the flood ends within the run.
+every 2 s until graded; a watcher asks /healthz every 0.25 s. Each endless loop runs for the
+exercise's own wall clock (its lesson's `limits.wall_s`) unless `--wall` caps it
+(GRADLAB_MAX_WALL_S).
 
 Printed: answers by status (5xx must be 0), the slowest answer to a submission, honest correct
 submissions' time to result (submission to graded, p50/max), /healthz's slowest answer during
@@ -16,12 +17,14 @@ the load, accepted submissions never graded (lost) and graded twice (duplicated:
 job row or attempt), and how long after the load the server answered a page and /healthz
 normally again.
 
+On `--database postgresql` the server runs on a throwaway PostgreSQL server (bench/api_load.py's,
+fsync off), as a scaled-out deployment would, instead of the default SQLite file.
+
 Usage: .venv/bin/python bench/overload.py [--jobs 300] [--endless 30] [--workers 3]
-       [--clients 100] [--pollers 200] [--wall 10]
+       [--clients 100] [--pollers 200] [--wall S] [--database sqlite|postgresql]
 """
 
 import argparse
-import contextlib
 import os
 import random
 import signal
@@ -63,15 +66,33 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=3)
     parser.add_argument("--clients", type=int, default=100)
     parser.add_argument("--pollers", type=int, default=200)
-    parser.add_argument("--wall", type=float, default=10)
+    parser.add_argument("--wall", type=float, default=None, help="cap every job's wall clock")
     parser.add_argument("--settle-s", type=float, default=600, help="longest wait for results")
+    parser.add_argument("--database", choices=["sqlite", "postgresql"], default="sqlite")
     args = parser.parse_args()
+    postgres = None
+    if args.database == "postgresql":
+        from api_load import Postgres  # bench/ is this script's sys.path[0]
 
+        postgres = Postgres(Path(tempfile.mkdtemp(prefix="gradlab-overload-pg-")))
+        postgres.start()
+    try:
+        serve_and_load(args, postgres.create_database("overload") if postgres else None)
+    finally:
+        if postgres is not None:
+            postgres.stop()
+
+
+def serve_and_load(args: argparse.Namespace, database_url: str | None) -> None:
     data = Path(tempfile.mkdtemp(prefix="gradlab-overload-"))
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     env = {k: v for k, v in os.environ.items() if not k.startswith("GRADLAB_")}
-    env |= {"GRADLAB_DATA_DIR": str(data), "GRADLAB_MAX_WALL_S": str(args.wall)}
+    env["GRADLAB_DATA_DIR"] = str(data)
+    if database_url:
+        env["GRADLAB_DATABASE_URL"] = database_url
+    if args.wall:
+        env["GRADLAB_MAX_WALL_S"] = str(args.wall)
     log = (data / "serve.log").open("wb")
     server = subprocess.Popen(
         [
@@ -100,14 +121,14 @@ def main() -> None:
             time.sleep(0.5)
         else:
             sys.exit(f"serve did not become healthy: {(data / 'serve.log').read_text()[-2000:]}")
-        run(args, url, data)
+        run(args, url, database_url or f"sqlite:///{data / 'gradlab.db'}")
     finally:
         server.send_signal(signal.SIGTERM)
         server.wait(timeout=60)
         log.close()
 
 
-def run(args: argparse.Namespace, url: str, data: Path) -> None:
+def run(args: argparse.Namespace, url: str, database_url: str) -> None:
     rng = random.Random(0)
     corpus = sorted(p for p in CORPUS.glob("*.py") if "endless" not in p.name)
     correct = (CORPUS / "canonical.py").read_text()
@@ -115,10 +136,12 @@ def run(args: argparse.Namespace, url: str, data: Path) -> None:
     plan += [(FLOODER, correct, False)] * (args.jobs // 10 - args.endless // 10)
     while len(plan) < args.jobs:
         source = rng.choice(corpus)
-        plan.append((rng.choice(HONEST), source.read_text(), source.name == "canonical.py"))
+        code = source.read_text()
+        plan.append((rng.choice(HONEST), code, code.startswith("# expect: passed")))
     rng.shuffle(plan)
 
     health: list[float] = []
+    health_status: Counter[int] = Counter()
     accepted: dict[str, tuple[float, bool, str]] = {}  # id -> (at, honest correct, cookie)
     answers: list[tuple[int, float]] = []
     polls: Counter[int] = Counter()
@@ -129,9 +152,12 @@ def run(args: argparse.Namespace, url: str, data: Path) -> None:
         with httpx.Client(timeout=10) as c:
             while not load_over.is_set():
                 started = time.monotonic()
-                with contextlib.suppress(httpx.HTTPError):
-                    c.get(f"{url}/healthz")
+                try:
+                    status = c.get(f"{url}/healthz").status_code
+                except httpx.HTTPError:
+                    status = -1
                 health.append(time.monotonic() - started)
+                health_status[status] += 1
                 time.sleep(0.25)
 
     def submit(item: tuple[str, str, bool]) -> None:
@@ -185,7 +211,7 @@ def run(args: argparse.Namespace, url: str, data: Path) -> None:
     with ThreadPoolExecutor(max_workers=args.clients) as pool:
         list(pool.map(submit, plan))
     submitted_in = time.monotonic() - started
-    engine = create_engine(f"sqlite:///{data / 'gradlab.db'}")
+    engine = create_engine(database_url)
     end = time.monotonic() + args.settle_s
     while time.monotonic() < end:
         with lock:
@@ -223,7 +249,10 @@ def run(args: argparse.Namespace, url: str, data: Path) -> None:
         print(f"honest correct, to result: p50 {p50:.1f} s, max {worst:.1f} s ({len(honest)})")
     print(f"learners' polls: {dict(sorted(polls.items()))}")
     p50 = statistics.median(health)
-    print(f"/healthz during the load: max {max(health):.2f} s, p50 {p50:.3f} s ({len(health)})")
+    print(
+        f"/healthz during the load: max {max(health):.2f} s, p50 {p50:.3f} s, "
+        f"answers {dict(sorted(health_status.items()))}"
+    )
     print(f"back to normal {recovered_s:.2f} s after the load")
 
 

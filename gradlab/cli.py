@@ -17,6 +17,7 @@ from gradlab.logs import configure_logging
 
 WORKER_CHECK_S = 2.0
 WORKER_GRACE_S = 30.0  # serve's default: a local worker's time to finish its job on shutdown
+WEB_GRACE_S = 10.0  # uvicorn: open requests' time to finish on shutdown, then they are cut
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
@@ -159,6 +160,8 @@ def _serve(args: argparse.Namespace) -> int:
             port=args.port,
             log_level="info",
             log_config=log_config,
+            # open requests (a `?wait` may hold one for a minute) get this long to finish
+            timeout_graceful_shutdown=WEB_GRACE_S,
             **settings.uvicorn_proxy_options(),  # forwarded headers: only if configured
         )
     except _Shutdown as shutdown:

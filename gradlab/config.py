@@ -142,6 +142,9 @@ class Settings(BaseSettings):
         default=None, description="CUDA devices (PCI bus order) for the pool's slots, round robin"
     )
     gpu_memory_mb: int = Field(default=16384, description="GPU memory budget of one job (NVML)")
+    job_nice: int = Field(
+        default=10, ge=0, le=19, description="niceness of learner code (web requests come first)"
+    )
     slot_memory_mb: int = Field(default=8192, description="RLIMIT_DATA of a pool slot's zygote")
     max_processes: int = Field(default=128, description="processes + threads of one job")
     max_code_bytes: int = 64 * 1024
@@ -164,6 +167,19 @@ class Settings(BaseSettings):
     )
     max_pending_per_address: int = Field(
         default=20, ge=1, description="waiting submissions of learners at one client address"
+    )
+    # worker time of recent submissions (app/submissions/capacity.py: 429 past them)
+    worker_time_window_s: float = Field(
+        default=600.0, gt=0, description="the window of the worker-time budgets below"
+    )
+    worker_seconds_per_learner: float = Field(
+        default=180.0, gt=0, description="worker seconds per window of one account or learner"
+    )
+    worker_seconds_per_address: float = Field(
+        default=600.0, gt=0, description="worker seconds per window of learners at one address"
+    )
+    worker_seconds_per_grader: float = Field(
+        default=7200.0, gt=0, description="worker seconds per window of one grader token"
     )
     draft_rate_limit: int = Field(
         default=120, ge=1, description="draft saves per rate_window_s per client address"

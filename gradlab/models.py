@@ -36,8 +36,13 @@ class SubmissionBase(SQLModel):
 
 
 class Submission(SubmissionBase, table=True):
-    # newest-first listing per owner (keyset pagination: created_at, id)
-    __table_args__ = (Index("ix_submission_owner_created", "owner", "created_at", "id"),)
+    __table_args__ = (
+        # newest-first listing per owner (keyset pagination: created_at, id); an owner's
+        # worker time of recent submissions (app/submissions/service.py)
+        Index("ix_submission_owner_created", "owner", "created_at", "id"),
+        # the caps per client address: waiting submissions, recent worker time
+        Index("ix_submission_address_created", "client_address", "created_at"),
+    )
 
     id: str = Field(default_factory=lambda: uuid.uuid4().hex, primary_key=True, max_length=32)
     owner: str = Field(index=True, max_length=200)
@@ -48,7 +53,7 @@ class Submission(SubmissionBase, table=True):
     # graders only: POSTed the result when it is stored (gradlab/webhooks.py, an outbox row)
     callback_url: str | None = Field(default=None, max_length=2048)
     # who sent it (app/client.py): the caps on submissions waiting per address count it
-    client_address: str | None = Field(default=None, index=True, max_length=64)
+    client_address: str | None = Field(default=None, max_length=64)
 
 
 class HealthProbe(SQLModel, table=True):
@@ -59,6 +64,17 @@ class HealthProbe(SQLModel, table=True):
 
     id: str = Field(primary_key=True, max_length=200)  # host:pid
     written_at: float
+
+
+class RateLimit(SQLModel, table=True):
+    """One rate-limited key's recent hits (app/security/ratelimit.py), shared by every web
+    process: `hits` is a JSON list of `[time, count]`, oldest first."""
+
+    __tablename__ = "rate_limit"
+
+    key: str = Field(primary_key=True, max_length=64)  # SHA-256 of the key, hex
+    hits: str
+    expires_at: float = Field(index=True)  # the last hit's time + its window
 
 
 class WorkerHeartbeat(SQLModel, table=True):

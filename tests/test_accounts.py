@@ -15,7 +15,6 @@ from starlette.routing import BaseRoute
 
 from app.accounts.auth import SESSION_COOKIE
 from app.i18n import gettext
-from app.security.ratelimit import SlidingWindowLimiter
 from gradlab.config import PROJECT_ROOT, Settings
 from gradlab.models import AuthToken, Submission, User
 from tests.conftest import csrf_token
@@ -516,15 +515,3 @@ def test_submissions_are_rate_limited_per_owner(tmp_path: Path) -> None:
         assert gettext("tr", "Too many attempts") in form.text
         with TestClient(client.app) as someone_else:
             assert someone_else.post("/api/v1/submissions", json=body).status_code == 202
-
-
-def test_sliding_window_limiter() -> None:
-    now = [100.0]
-    limiter = SlidingWindowLimiter(clock=lambda: now[0])
-    assert [limiter.hit("k", limit=2, window_s=10) for _ in range(2)] == [None, None]
-    assert limiter.hit("k", limit=2, window_s=10) == pytest.approx(10.0)
-    assert limiter.hit("other", limit=2, window_s=10) is None
-    now[0] += 4
-    assert limiter.hit("k", limit=2, window_s=10) == pytest.approx(6.0)  # refusals do not count
-    now[0] += 6
-    assert limiter.hit("k", limit=2, window_s=10) is None

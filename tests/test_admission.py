@@ -1,14 +1,18 @@
-"""Admission of submissions: the queue's depth, and how many submissions one learner, one grader
-token and one client address may have waiting at once. Refusals are 429/503 with Retry-After,
-as JSON to the API and as a page in the learner's language to the form; nothing is stored."""
+"""Admission of submissions: the queue's depth, how many submissions one learner, one grader
+token and one client address may have waiting at once, and the worker time they may use.
+Refusals are 429/503 with Retry-After, as JSON to the API and as a page in the learner's
+language to the form; nothing is stored."""
+
+import time
 
 import pytest
 from fastapi.testclient import TestClient
-from sqlmodel import Session
+from sqlmodel import Session, select
 
 from app.main import create_app
 from gradlab import tokens
 from gradlab.config import Settings
+from gradlab.models import Job, JobStatus, Submission, SubmissionStatus
 from tests.conftest import csrf_token
 from tests.pg import both_databases
 
@@ -101,3 +105,64 @@ def test_draft_saves_are_limited_per_address(settings: Settings) -> None:
                 client.put(f"/api/v1/drafts/{EXERCISE}", json={"code": f"# {index}"}).status_code
             )
         assert statuses == [200] * 5 + [429] * 2
+
+
+def _ran(client: TestClient, submission_id: str, *, seconds: float, ago: float) -> None:
+    """As if the submission had been sent `ago` seconds back and a worker had then spent
+    `seconds` on it (the lease times a worker writes); still running if that reaches now."""
+    now = time.time()
+    with Session(client.app.state.engine) as session:  # type: ignore[attr-defined]
+        submission = session.get(Submission, submission_id)
+        job = session.exec(select(Job).where(Job.submission_id == submission_id)).one()
+        assert submission is not None
+        submission.created_at = job.started_at = now - ago
+        if seconds < ago:
+            submission.status, job.status = SubmissionStatus.failed, JobStatus.done
+            job.finished_at = submission.finished_at = now - ago + seconds
+        else:
+            submission.status, job.status = SubmissionStatus.running, JobStatus.leased
+        session.add_all([submission, job])
+        session.commit()
+
+
+@both_databases
+def test_worker_time_is_budgeted_per_learner_and_per_address(settings: Settings) -> None:
+    """Endless loops cost a worker its whole wall clock each: the seconds spent count, not only
+    the number of submissions. A learner, then the learners at one address, run out."""
+    budgets = {"worker_seconds_per_learner": 30, "worker_seconds_per_address": 50}
+    with _client(settings, **budgets) as client:
+        body = {"exercise": EXERCISE, "code": "while True: pass"}
+        first = client.post(SUBMIT, json=body).json()["id"]
+        _ran(client, first, seconds=31, ago=100)
+        refused = client.post(SUBMIT, json=body)
+        assert refused.status_code == 429
+        assert "your submissions used 31 s of grading time" in refused.json()["detail"]
+        # until the submission sent 100 s ago leaves the 600 s window
+        assert 495 <= int(refused.headers["retry-after"]) <= 501
+        client.cookies.clear()  # a new anonymous learner at the same address
+        second = client.post(SUBMIT, json=body).json()["id"]
+        _ran(client, second, seconds=20, ago=50)  # the address: 51 s of its 50
+        client.cookies.clear()
+        refused = client.post(SUBMIT, json=body)
+        assert refused.status_code == 429
+        assert "submissions from your address used 51 s" in refused.json()["detail"]
+        # the German form says so too, and graders at that address have their own budget
+        page = client.post(
+            "/de/lessons/gradient-accumulation/exercises/accumulate",
+            data={"code": "x", "csrf_token": csrf_token(client)},
+            follow_redirects=False,
+        )
+        assert page.status_code == 429 and "51 Sekunden Bewertungszeit" in page.text
+        with Session(client.app.state.engine) as session:  # type: ignore[attr-defined]
+            token = tokens.create(session=session, name="lms").token
+        assert _submit(client, Authorization=f"Bearer {token}") == 202
+
+
+def test_worker_time_counts_running_jobs_and_forgets_old_ones(settings: Settings) -> None:
+    with _client(settings, worker_seconds_per_learner=30) as client:
+        first = client.post(SUBMIT, json={"exercise": EXERCISE, "code": "x"}).json()["id"]
+        _ran(client, first, seconds=45, ago=settings.worker_time_window_s + 1)
+        second = client.post(SUBMIT, json={"exercise": EXERCISE, "code": "x"}).json()["id"]
+        _ran(client, second, seconds=40, ago=40)  # running for 40 s now
+        refused = client.post(SUBMIT, json={"exercise": EXERCISE, "code": "x"})
+        assert refused.status_code == 429 and "used 40 s" in refused.json()["detail"]

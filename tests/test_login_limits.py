@@ -16,7 +16,6 @@ from fastapi.testclient import TestClient
 from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
 from app.i18n import gettext
-from app.security.ratelimit import Limit, SlidingWindowLimiter, hit_in_order
 from gradlab.config import PROJECT_ROOT, Settings
 from tests.conftest import csrf_token, wait_until_serving
 from tests.pg import free_port
@@ -123,32 +122,6 @@ def test_addresses_of_one_ipv6_slash_64_share_their_limits(tmp_path: Path) -> No
         assert same_block.post("/api/v1/auth/login", json=WRONG).status_code == 429
     with at(app, "2001:db8:1:3::1") as next_block:
         assert next_block.post("/api/v1/auth/login", json=WRONG).status_code == 401
-
-
-def test_hit_in_order_stops_at_the_first_refusal() -> None:
-    limiter = SlidingWindowLimiter(clock=lambda: 100.0)
-    limits = [Limit("narrow", 2, 60), Limit("wide", 100, 3600)]
-    assert [hit_in_order(limiter, limits) for _ in range(2)] == [None, None]
-    assert hit_in_order(limiter, limits) == pytest.approx(60.0)
-    # the wide key saw only the 2 allowed events: 98 more fit, the 99th does not
-    assert limiter.hit("wide", limit=100, window_s=3600, cost=98) is None
-    assert limiter.hit("wide", limit=100, window_s=3600) is not None
-
-
-def test_the_sweep_keeps_keys_of_a_longer_window(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A flood of fresh minute-long keys must not make the limiter forget an hourly count."""
-    now = [0.0]
-    limiter = SlidingWindowLimiter(clock=lambda: now[0])
-    monkeypatch.setattr(SlidingWindowLimiter, "MAX_KEYS", 10)
-    assert limiter.hit("login-email:ada", limit=1, window_s=3600) is None
-    now[0] = 120.0  # two minutes later: idle for a minute-long key, not for an hour-long one
-    for n in range(20):
-        limiter.hit(f"login-ip:{n}", limit=1, window_s=60)
-    assert limiter.hit("login-email:ada", limit=1, window_s=3600) == pytest.approx(3480.0)
-    now[0] = 4000.0
-    for n in range(20):
-        limiter.hit(f"again:{n}", limit=1, window_s=60)
-    assert "login-email:ada" not in limiter._hits  # swept once its own window passed
 
 
 # --- forwarded headers ---------------------------------------------------------------------

@@ -53,6 +53,8 @@ PROBE = textwrap.dedent(
     facts["write_scratch"] = can(lambda: open("/scratch/note.txt", "w").write("x"))
     facts["write_tmp"] = can(lambda: open("/tmp/note.txt", "w").write("x"))
     facts["etc_passwd"] = can(lambda: open("/etc/passwd").read())
+    facts["nice"] = os.nice(0)
+    facts["raise_priority"] = can(lambda: os.nice(-1))
     print("PROBE " + json.dumps(facts))
     """
 )
@@ -117,6 +119,12 @@ def test_environment_is_cleared(probe: dict) -> None:
     assert SECRET not in json.dumps(probe["env"])
     assert SECRET not in probe["proc1_environ"]
     assert not any(key.startswith("GRADLAB_") for key in probe["env"])
+
+
+def test_learner_code_runs_niced_and_cannot_take_priority_back(probe: dict) -> None:
+    """Requests to a web process on the same host come before learner code (job_nice)."""
+    assert probe["nice"] == min(os.nice(0) + Settings().job_nice, 19)
+    assert probe["raise_priority"] == "PermissionError"
 
 
 def test_sees_only_its_own_processes(probe: dict) -> None:

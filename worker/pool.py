@@ -187,7 +187,7 @@ class Slot:
                 pass_fds=(theirs.fileno(), seccomp),
                 start_new_session=True,
                 preexec_fn=lambda: limit_resources(
-                    None, self.settings.slot_memory_mb, zygote, host_uid
+                    None, self.settings.slot_memory_mb, zygote, host_uid, self.settings.job_nice
                 ),
                 env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
             )

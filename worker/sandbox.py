@@ -191,12 +191,23 @@ def host_uid_for_sandbox(settings: Settings) -> int | None:
 
 
 def limit_resources(
-    cpu_s: int | None, memory_mb: int, cgroup: Cgroup | None, host_uid: int | None = None
+    cpu_s: int | None,
+    memory_mb: int,
+    cgroup: Cgroup | None,
+    host_uid: int | None = None,
+    nice: int = 0,
 ) -> None:
-    """Runs in the child between fork and exec: the cgroup, rlimits and the host uid apply to
-    bwrap and everything the sandbox starts."""
+    """Runs in the child between fork and exec: the cgroup, rlimits, niceness and the host uid
+    apply to bwrap and everything the sandbox starts."""
     if cgroup is not None:
         cgroup.enter()
+    if nice:
+        # Learner code is batch work: on a host it shares with the web process (`gradlab
+        # serve --workers N`), requests get the CPU first. The verdicts do not move: the
+        # kernel's CPU time of a phase is the same at any niceness, and trusted and learner
+        # phases run at the same one. Only raising it (lower priority) needs no privilege,
+        # and the sandbox can never lower it again.
+        os.nice(nice)
     if cpu_s is not None:
         resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))

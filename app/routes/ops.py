@@ -17,6 +17,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from fastapi import APIRouter, Request
+from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import (
@@ -85,7 +86,7 @@ def _from_loopback(request: Request) -> bool:
 
 
 @router.get("/metrics")
-def metrics(request: Request) -> Response:
+async def metrics(request: Request) -> Response:
     """Prometheus text exposition format: bearer token when one is set, else loopback only."""
     # blank counts as unset here too (settings validate it; this also covers settings changed
     # after validation), so `Authorization: Bearer ` with nothing after it never matches
@@ -99,7 +100,11 @@ def metrics(request: Request) -> Response:
         return JSONResponse({"detail": NO_TOKEN_DETAIL}, status_code=403)
     registry = CollectorRegistry(auto_describe=False)
     registry.register(DatabaseCollector(request.app.state.engine, request.app.state.settings))
-    return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
+    # after the token check: a scrape's queries take one of the database slots like any
+    # request's (app/admission.py), so a stream of scrapes cannot starve the pool
+    async with request.app.state.db_gate.admit():
+        exposition = await run_in_threadpool(generate_latest, registry)
+    return Response(exposition, media_type=CONTENT_TYPE_LATEST)
 
 
 class DatabaseCollector(Collector):

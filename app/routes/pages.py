@@ -76,7 +76,7 @@ async def lesson_page(
     """Served from app/page_cache.py: rendered once per (lesson, locale, content version),
     per-user parts filled in per request; async and without thread-pool dependencies (each
     sync dependency would cost a thread hop), no database unless someone may be signed in."""
-    valid_locale(locale)
+    await valid_locale(locale)
     content = get_content(request)
     if lesson not in content.lessons:
         raise HTTPException(status_code=404, detail=f"unknown lesson {lesson!r}")

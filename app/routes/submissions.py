@@ -270,7 +270,8 @@ async def create_batch(
     refused item (`items[3]: unknown exercise ...`) with the first one's status. The answer
     lists the submissions in the order of the request. Each item counts against the rate
     limit."""
-    enforce_limit(
+    await run_in_threadpool(  # a database transaction (app/security/ratelimit.py)
+        enforce_limit,
         request,
         f"submit:{owner}",
         limit=submission_limit(owner, settings),

@@ -1,18 +1,31 @@
-"""Rate limits behind a small interface.
+"""Rate limits shared by every web process: a sliding window log per key, kept in the database.
 
-`SlidingWindowLimiter` keeps a log of recent hits per key in this process's memory, which is
-exact for one web process. Scale-out (several `gradlab serve` processes or hosts behind a load
-balancer) needs the counts in a store they all share, e.g. Redis (`ZADD`/`ZREMRANGEBYSCORE`/
-`ZCARD` in one MULTI per hit, key expiry = window) or a table in the application database;
-implement `RateLimiter.hit` on it and put it on `app.state.rate_limiter`.
+Why the database. The limits are the brakes on password guessing, submission floods and draft
+spam; a count kept in one process's memory is divided by the number of processes (or hosts)
+behind the load balancer, and forgotten on every restart. Every web process already shares the
+application database, so the counts live there, in `rate_limit`: one row per key with its
+recent hits, each as `[time, count]` (a batch of 40 submissions is one entry of 40).
+
+Why it cannot be raced. A hit is one short transaction on the limiter's own connections (never
+the request's session, whose transaction must not be committed by a limit). Its first statement
+is a write to the key's row (an upsert that changes nothing): on PostgreSQL that takes the row's
+lock, on SQLite the database's write lock, so the read and the update that follow see every
+earlier hit and no concurrent one. Two processes can never both take the last free hit.
+
+Keys are stored as their SHA-256: the table holds no email or client address. Rows whose window
+has passed are deleted every `SWEEP_EVERY` hits of a process, and a row that reappears starts
+from an empty log, which is exactly what an expired window means.
 """
 
+import hashlib
+import json
 import threading
 import time
-from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Protocol
+
+from sqlalchemy import Engine, text
 
 
 class RateLimiter(Protocol):
@@ -41,38 +54,74 @@ def hit_in_order(limiter: RateLimiter, limits: Iterable[Limit]) -> float | None:
     return None
 
 
-class SlidingWindowLimiter:
-    """In-process sliding window log: at most `limit` events per `window_s` seconds per key."""
+Hits = list[list[float]]  # [[time, count], ...], oldest first
 
-    MAX_KEYS = 50_000  # beyond this, idle keys are swept on the next hit
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
-        self._clock = clock
-        self._hits: dict[str, deque[float]] = {}
-        self._windows: dict[str, float] = {}  # each key's window, for the sweep
+def admit(
+    hits: Hits, *, now: float, limit: int, window_s: float, cost: int
+) -> tuple[Hits, float | None]:
+    """The sliding window log's rule: the hits still in the window, and None when `cost` more
+    fit under `limit` (they are then added), else the seconds until enough of them expire."""
+    hits = [entry for entry in hits if entry[0] > now - window_s]
+    if cost > limit:  # never allowed: say "a whole window" rather than "now"
+        return hits, window_s
+    excess = sum(int(count) for _, count in hits) + cost - limit
+    if excess <= 0:
+        return [*hits, [now, cost]], None
+    for at, count in hits:  # the hit whose expiry frees enough room
+        excess -= int(count)
+        if excess <= 0:
+            return hits, min(max(at + window_s - now, 0.001), window_s)  # clocks of hosts
+    raise AssertionError("unreachable: the hits in the window exceed the limit")
+
+
+UPSERT = text(
+    "INSERT INTO rate_limit (key, hits, expires_at) VALUES (:key, '[]', 0) "
+    "ON CONFLICT (key) DO UPDATE SET expires_at = rate_limit.expires_at"
+)
+READ = text("SELECT hits FROM rate_limit WHERE key = :key")
+WRITE = text("UPDATE rate_limit SET hits = :hits, expires_at = :expires WHERE key = :key")
+SWEEP = text("DELETE FROM rate_limit WHERE expires_at < :now")
+
+
+class DatabaseRateLimiter:
+    """The application's rate limiter (app.main puts it on `app.state.rate_limiter`)."""
+
+    SWEEP_EVERY = 1000
+
+    def __init__(self, engine: Engine, *, clock: Callable[[], float] = time.time) -> None:
+        self._engine, self._clock = engine, clock
+        self._hits_since_sweep = 0
         self._lock = threading.Lock()
 
     def hit(self, key: str, *, limit: int, window_s: float, cost: int = 1) -> float | None:
-        now = self._clock()
-        with self._lock:
-            if len(self._hits) > self.MAX_KEYS:
-                self._sweep(now)
-            log = self._hits.setdefault(key, deque())
-            self._windows[key] = window_s
-            while log and log[0] <= now - window_s:
-                log.popleft()
-            if cost > limit:  # never allowed: say "a whole window" rather than "now"
-                return window_s
-            if len(log) + cost > limit:
-                # the hit that must expire first so that `cost` more fit
-                return max(log[len(log) + cost - limit - 1] + window_s - now, 0.001)
-            log.extend([now] * cost)
-            return None
+        digest = hashlib.sha256(key.encode()).hexdigest()
+        with self._engine.begin() as connection:
+            connection.execute(UPSERT, {"key": digest})  # the lock comes first (module doc)
+            now = self._clock()  # read under the lock: the log's times only grow
+            stored = connection.execute(READ, {"key": digest}).scalar_one()
+            hits, wait = admit(
+                json.loads(stored), now=now, limit=limit, window_s=window_s, cost=cost
+            )
+            if wait is None:
+                connection.execute(
+                    WRITE,
+                    {"key": digest, "hits": json.dumps(hits), "expires": now + window_s},
+                )
+        self._maybe_sweep(now)
+        return wait
 
-    def _sweep(self, now: float) -> None:
-        """Forget the keys with no hit left in their own window (an hour-long limit must not
-        be forgotten because a minute-long one swept: a flood of fresh keys would reset it)."""
-        for key in [
-            k for k, log in self._hits.items() if not log or log[-1] <= now - self._windows[k]
-        ]:
-            del self._hits[key], self._windows[key]
+    def sweep(self, now: float | None = None) -> int:
+        """Delete the keys whose window has passed; how many went."""
+        with self._engine.begin() as connection:
+            now = self._clock() if now is None else now
+            return connection.execute(SWEEP, {"now": now}).rowcount
+
+    def _maybe_sweep(self, now: float) -> None:
+        with self._lock:
+            self._hits_since_sweep += 1
+            due = self._hits_since_sweep >= self.SWEEP_EVERY
+            if due:
+                self._hits_since_sweep = 0
+        if due:
+            self.sweep(now)

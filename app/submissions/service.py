@@ -7,97 +7,21 @@ Nothing is stored unless every item passes, so a refusal never leaves half a bat
 """
 
 import json
-from typing import Any
 
 from fastapi import HTTPException
-from sqlalchemy import func
 from sqlalchemy.exc import IntegrityError
-from sqlmodel import Session, col, select
+from sqlmodel import Session
 
 from app import idempotency
+from app.submissions.capacity import check_capacity
+from app.submissions.errors import SubmissionRefused
 from app.submissions.schemas import SubmissionCreate, SubmissionPublic
 from gradlab import queue, webhooks
 from gradlab.config import Settings
 from gradlab.content.loader import Content
-from gradlab.models import Job, JobStatus, Submission, SubmissionStatus
+from gradlab.models import Submission
 
-
-class SubmissionRefused(Exception):
-    """A submission (or draft) the service will not store; `retry_after` (seconds) when trying
-    again later may succeed."""
-
-    def __init__(
-        self,
-        status: int,
-        reason: str,
-        detail: str,
-        retry_after: int | None = None,
-        **values: object,
-    ) -> None:
-        super().__init__(detail)
-        self.status, self.reason, self.detail, self.values = status, reason, detail, values
-        self.retry_after = retry_after
-
-
-WAITING = (SubmissionStatus.queued, SubmissionStatus.running)
-QUEUE_FULL_RETRY_S = 30
-PENDING_RETRY_S = 10
-
-
-def _waiting(session: Session, *where: Any) -> int:
-    query = select(func.count()).select_from(Submission).where(col(Submission.status).in_(WAITING))
-    return session.exec(query.where(*where)).one()
-
-
-def check_capacity(
-    *, session: Session, settings: Settings, owner: str, address: str | None, count: int
-) -> None:
-    """Admission of `count` more jobs. The queue has a depth past which the service says so
-    (503) instead of promising a result nobody will wait for; one learner, one grader token and
-    one client address (learners behind it together, however many cookies they make) each have
-    a number of submissions that may wait at once (429): one sender cannot fill the queue that
-    everybody shares. Counted before the insert, so racing requests may pass a cap by a few."""
-    queued = session.exec(
-        select(func.count()).select_from(Job).where(Job.status == JobStatus.queued)
-    ).one()
-    if queued + count > settings.max_queued_jobs:
-        raise SubmissionRefused(
-            503,
-            "queue_full",
-            f"the grading queue is full ({queued} jobs waiting); try again later",
-            retry_after=QUEUE_FULL_RETRY_S,
-        )
-    grader = owner.startswith("grader:")
-    cap = settings.max_pending_per_grader if grader else settings.max_pending_per_learner
-    mine = _waiting(session, Submission.owner == owner)
-    if mine + count > cap:
-        raise SubmissionRefused(
-            429,
-            "too_many_pending",
-            f"{mine} of your submissions are waiting to be graded (at most {cap} at once); "
-            "wait for their results",
-            retry_after=PENDING_RETRY_S,
-            count=mine,
-            limit=cap,
-        )
-    if grader or address is None:
-        return
-    cap = settings.max_pending_per_address
-    theirs = _waiting(
-        session,
-        Submission.client_address == address,
-        col(Submission.owner).not_like("grader:%"),
-    )
-    if theirs + count > cap:
-        raise SubmissionRefused(
-            429,
-            "too_many_pending",
-            f"{theirs} submissions from your address are waiting to be graded (at most {cap} at "
-            "once); wait for their results",
-            retry_after=PENDING_RETRY_S,
-            count=theirs,
-            limit=cap,
-        )
+__all__ = ["SubmissionRefused", "check", "check_code", "create", "get_owned", "to_public"]
 
 
 def _position(code: str, index: int) -> tuple[int, int]:

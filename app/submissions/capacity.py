@@ -1,0 +1,134 @@
+"""Admission of new jobs: what one sender may ask of the graders that everybody shares.
+
+Three kinds of cap, checked before a submission is stored (429 or 503 with `Retry-After`):
+- the queue's depth (503): past it, a result would come later than anybody waits for;
+- submissions waiting at once (429), per learner or account, per grader token, and per client
+  address (learners behind one address together, however many cookies a script makes);
+- worker time (429): the seconds workers spent on a sender's submissions of the last
+  `worker_time_window_s`, per learner or account, per grader token and per client address.
+  The waiting caps count jobs; this counts what the jobs cost, so a sender of endless loops (each
+  holding a worker for the exercise's whole wall clock) runs out long before a sender of honest
+  attempts does. The seconds are the worker's lease times (claim to result), written by the
+  worker's trusted parent, never anything the learner's code reports.
+
+Counted before the insert, so racing requests may pass a cap by a few.
+"""
+
+import math
+import time
+from typing import Any
+
+from sqlalchemy import func
+from sqlmodel import Session, col, select
+
+from app.submissions.errors import SubmissionRefused
+from gradlab.config import Settings
+from gradlab.models import Job, JobStatus, Submission, SubmissionStatus
+
+WAITING = (SubmissionStatus.queued, SubmissionStatus.running)
+QUEUE_FULL_RETRY_S = 30
+PENDING_RETRY_S = 10
+
+
+def check_capacity(
+    *, session: Session, settings: Settings, owner: str, address: str | None, count: int
+) -> None:
+    """Admission of `count` more jobs from `owner` at `address` (None: not known)."""
+    queued = session.exec(
+        select(func.count()).select_from(Job).where(Job.status == JobStatus.queued)
+    ).one()
+    if queued + count > settings.max_queued_jobs:
+        raise SubmissionRefused(
+            503,
+            "queue_full",
+            f"the grading queue is full ({queued} jobs waiting); try again later",
+            retry_after=QUEUE_FULL_RETRY_S,
+        )
+    grader = owner.startswith("grader:")
+    cap = settings.max_pending_per_grader if grader else settings.max_pending_per_learner
+    mine = _waiting(session, Submission.owner == owner)
+    if mine + count > cap:
+        raise SubmissionRefused(
+            429,
+            "too_many_pending",
+            f"{mine} of your submissions are waiting to be graded (at most {cap} at once); "
+            "wait for their results",
+            retry_after=PENDING_RETRY_S,
+            count=mine,
+            limit=cap,
+        )
+    budget = settings.worker_seconds_per_grader if grader else settings.worker_seconds_per_learner
+    _check_worker_time(session, settings, budget, "your submissions", Submission.owner == owner)
+    if grader or address is None:
+        return
+    # learners at one address together; grader tokens have their own caps above
+    at_address = (Submission.client_address == address, col(Submission.owner).not_like("grader:%"))
+    cap = settings.max_pending_per_address
+    theirs = _waiting(session, *at_address)
+    if theirs + count > cap:
+        raise SubmissionRefused(
+            429,
+            "too_many_pending",
+            f"{theirs} submissions from your address are waiting to be graded (at most {cap} at "
+            "once); wait for their results",
+            retry_after=PENDING_RETRY_S,
+            count=theirs,
+            limit=cap,
+        )
+    _check_worker_time(
+        session,
+        settings,
+        settings.worker_seconds_per_address,
+        "submissions from your address",
+        *at_address,
+    )
+
+
+def _waiting(session: Session, *where: Any) -> int:
+    query = select(func.count()).select_from(Submission).where(col(Submission.status).in_(WAITING))
+    return session.exec(query.where(*where)).one()
+
+
+def worker_time(
+    session: Session, *where: Any, since: float, now: float
+) -> list[tuple[float, float]]:
+    """(submitted at, worker seconds) of the submissions since `since` that match `where` and
+    reached a worker, oldest first; a job still running counts its seconds so far."""
+    rows = session.exec(
+        select(Submission.created_at, Job.started_at, Job.finished_at)
+        .join(Job, col(Job.submission_id) == col(Submission.id))
+        .where(col(Submission.created_at) > since, col(Job.status) != JobStatus.queued, *where)
+        .where(col(Job.started_at).is_not(None))
+        .order_by(col(Submission.created_at))
+    ).all()
+    return [(created, max((finished or now) - started, 0.0)) for created, started, finished in rows]
+
+
+def _check_worker_time(
+    session: Session, settings: Settings, budget: float, whose: str, *where: Any
+) -> None:
+    """429 once the matching submissions of the window have used `budget` worker seconds; the
+    wait is until enough of the oldest of them leave the window."""
+    window_s = settings.worker_time_window_s
+    now = time.time()  # the workers' clock too: they stamp started_at and finished_at
+    spent = worker_time(session, *where, since=now - window_s, now=now)
+    used = sum(seconds for _, seconds in spent)
+    if used < budget:
+        return
+    over, retry_s = used - budget, window_s
+    for submitted_at, seconds in spent:
+        over -= seconds
+        if over < 0:
+            retry_s = submitted_at + window_s - now
+            break
+    minutes = math.ceil(window_s / 60)
+    raise SubmissionRefused(
+        429,
+        "worker_time",
+        f"{whose} used {used:.0f} s of grading time in the last {minutes} min (at most "
+        f"{budget:.0f} s); try again in {math.ceil(retry_s)} s",
+        retry_after=max(math.ceil(retry_s), 1),
+        used=math.ceil(used),
+        limit=round(budget),
+        minutes=minutes,
+    )

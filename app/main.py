@@ -55,7 +55,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         redoc_url=None,
     )
     app.state.settings = settings
-    app.state.engine = make_engine(settings)
+    app.state.engine = make_engine(settings, lock_wait_s=settings.db_lock_wait_s)
     init_db(app.state.engine)
     # /healthz's own connection: it never waits behind the requests' (app/health.py)
     app.state.health_engine = make_engine(settings, pool_size=1, overflow=0)
@@ -69,7 +69,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.page_cache = PageCache()  # lesson pages rendered once per content version
     # the rate limits' counts, shared by every web process, on connections of their own: a
     # hit is a few milliseconds' transaction that must not commit the request's session
-    app.state.limiter_engine = make_engine(settings, pool_size=2, overflow=2)
+    app.state.limiter_engine = make_engine(
+        settings, pool_size=2, overflow=2, lock_wait_s=settings.db_lock_wait_s
+    )
     app.state.rate_limiter = DatabaseRateLimiter(app.state.limiter_engine)
     # inside the learner cookie middleware (added after it), which sets the learner id
     app.add_middleware(

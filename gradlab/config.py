@@ -151,6 +151,11 @@ class Settings(BaseSettings):
     # overload (app/admission.py): bounded work per web process, answered 503 past it
     db_pool_size: int = Field(default=10, ge=1, description="database connections per process")
     db_max_overflow: int = Field(default=10, ge=0, description="connections past db_pool_size")
+    db_lock_wait_s: float = Field(
+        default=5.0,
+        gt=0,
+        description="SQLite: a web request's longest wait for the write lock before its 503",
+    )
     admission_wait_s: float = Field(
         default=1.0, gt=0, description="a request's wait for a database slot before its 503"
     )

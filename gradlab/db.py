@@ -15,12 +15,21 @@ from gradlab import models  # noqa: F401  (registers the tables on SQLModel.meta
 from gradlab.config import Settings
 
 POOL_TIMEOUT_S = 10.0  # a connection checkout's longest wait (then a 503: app.main)
+LOCK_WAIT_S = 30.0  # SQLite: a write's longest wait for the write lock, unless told
 
 
-def make_engine(settings: Settings, *, pool_size: int | None = None, overflow: int = -1) -> Engine:
+def make_engine(
+    settings: Settings,
+    *,
+    pool_size: int | None = None,
+    overflow: int = -1,
+    lock_wait_s: float = LOCK_WAIT_S,
+) -> Engine:
     """The process's engine: `db_pool_size` + `db_max_overflow` connections unless told (the
     health checks keep one of their own). A checkout waits at most POOL_TIMEOUT_S: admission
-    (app/admission.py) keeps that from happening; if it does, the request gets a 503."""
+    (app/admission.py) keeps that from happening; if it does, the request gets a 503. On SQLite
+    a write waits at most `lock_wait_s` for the database's write lock (web requests wait less
+    than workers: a request answered 503 can be sent again, a worker's result must land)."""
     url = settings.resolved_database_url
     pool = {
         "pool_size": pool_size or settings.db_pool_size,
@@ -31,7 +40,10 @@ def make_engine(settings: Settings, *, pool_size: int | None = None, overflow: i
         return create_engine(url, pool_pre_ping=True, **pool)
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     engine = create_engine(
-        url, connect_args={"check_same_thread": False, "timeout": 30}, poolclass=QueuePool, **pool
+        url,
+        connect_args={"check_same_thread": False, "timeout": lock_wait_s},
+        poolclass=QueuePool,
+        **pool,
     )
 
     @event.listens_for(engine, "connect")
@@ -39,7 +51,7 @@ def make_engine(settings: Settings, *, pool_size: int | None = None, overflow: i
         # WAL lets the web process read while a worker process writes a result.
         cursor = dbapi_connection.cursor()
         cursor.execute("PRAGMA journal_mode=WAL")
-        cursor.execute("PRAGMA busy_timeout=30000")
+        cursor.execute(f"PRAGMA busy_timeout={int(lock_wait_s * 1000)}")
         cursor.execute("PRAGMA foreign_keys=ON")
         cursor.close()
 

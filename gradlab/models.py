@@ -75,6 +75,7 @@ class RateLimit(SQLModel, table=True):
     key: str = Field(primary_key=True, max_length=64)  # SHA-256 of the key, hex
     hits: str
     expires_at: float = Field(index=True)  # the last hit's time + its window
+    version: int  # +1 on every write: a hit writes only over the version it read
 
 
 class WorkerHeartbeat(SQLModel, table=True):

@@ -3,6 +3,7 @@ token and one client address may have waiting at once, and the worker time they 
 Refusals are 429/503 with Retry-After, as JSON to the API and as a page in the learner's
 language to the form; nothing is stored."""
 
+import sqlite3
 import time
 
 import pytest
@@ -166,3 +167,22 @@ def test_worker_time_counts_running_jobs_and_forgets_old_ones(settings: Settings
         _ran(client, second, seconds=40, ago=40)  # running for 40 s now
         refused = client.post(SUBMIT, json={"exercise": EXERCISE, "code": "x"})
         assert refused.status_code == 429 and "used 40 s" in refused.json()["detail"]
+
+
+def test_a_write_lock_held_elsewhere_is_a_quick_503_not_a_hang(settings: Settings) -> None:
+    """SQLite has one write lock; a request waits `db_lock_wait_s` for it, then says 503 with
+    Retry-After (a worker's write would wait longer: its result must land)."""
+    with _client(settings, db_lock_wait_s=0.3) as client:
+        assert _submit(client) == 202
+        holder = sqlite3.connect(settings.data_dir / "gradlab.db", isolation_level=None)
+        holder.execute("BEGIN IMMEDIATE")  # another process writing, for as long as it likes
+        try:
+            started = time.monotonic()
+            busy = client.post(SUBMIT, json={"exercise": EXERCISE, "code": "x"})
+            waited = time.monotonic() - started
+        finally:
+            holder.execute("ROLLBACK")
+            holder.close()
+        assert busy.status_code == 503 and int(busy.headers["retry-after"]) >= 1
+        assert waited < 10  # the default for workers, 30 s, would be far past this
+        assert _submit(client) == 202  # and once the lock is free, all is well

@@ -6,11 +6,16 @@ behind the load balancer, and forgotten on every restart. Every web process alre
 application database, so the counts live there, in `rate_limit`: one row per key with its
 recent hits, each as `[time, count]` (a batch of 40 submissions is one entry of 40).
 
-Why it cannot be raced. A hit is one short transaction on the limiter's own connections (never
-the request's session, whose transaction must not be committed by a limit). Its first statement
-is a write to the key's row (an upsert that changes nothing): on PostgreSQL that takes the row's
-lock, on SQLite the database's write lock, so the read and the update that follow see every
-earlier hit and no concurrent one. Two processes can never both take the last free hit.
+Why it cannot be raced, and why it holds no lock. A hit reads the key's row (hits and a version
+number), decides, and writes back with one statement that succeeds only if the version is still
+the one it read (`UPDATE ... WHERE version = :read`; a new key: `INSERT ... ON CONFLICT DO
+NOTHING`). A concurrent hit that wrote first makes that statement change no row, and this hit
+starts again from a fresh read. So two processes can never both take the last free hit, and no
+transaction stays open across Python work: on SQLite the database's single write lock is held
+for one statement, not for a read-decide-write round trip that a busy CPU can stretch to tens
+of milliseconds while every other writer (requests, workers) waits. The statements run in
+autocommit on the limiter's own connections, never in the request's session, whose transaction
+must not be committed by a limit.
 
 Keys are stored as their SHA-256: the table holds no email or client address. Rows whose window
 has passed are deleted every `SWEEP_EVERY` hits of a process, and a row that reappears starts
@@ -71,23 +76,28 @@ def admit(
     for at, count in hits:  # the hit whose expiry frees enough room
         excess -= int(count)
         if excess <= 0:
-            return hits, min(max(at + window_s - now, 0.001), window_s)  # clocks of hosts
+            return hits, min(max(at + window_s - now, 0.001), window_s)  # hosts' clocks
     raise AssertionError("unreachable: the hits in the window exceed the limit")
 
 
-UPSERT = text(
-    "INSERT INTO rate_limit (key, hits, expires_at) VALUES (:key, '[]', 0) "
-    "ON CONFLICT (key) DO UPDATE SET expires_at = rate_limit.expires_at"
+READ = text("SELECT hits, version FROM rate_limit WHERE key = :key")
+CREATE = text(
+    "INSERT INTO rate_limit (key, hits, expires_at, version) VALUES (:key, :hits, :expires, 1) "
+    "ON CONFLICT (key) DO NOTHING"
 )
-READ = text("SELECT hits FROM rate_limit WHERE key = :key")
-WRITE = text("UPDATE rate_limit SET hits = :hits, expires_at = :expires WHERE key = :key")
+REPLACE = text(
+    "UPDATE rate_limit SET hits = :hits, expires_at = :expires, version = version + 1 "
+    "WHERE key = :key AND version = :version"
+)
 SWEEP = text("DELETE FROM rate_limit WHERE expires_at < :now")
+CONTENDED_RETRY_S = 1.0  # past MAX_ATTEMPTS lost races in a row: refused, try again soon
 
 
 class DatabaseRateLimiter:
     """The application's rate limiter (app.main puts it on `app.state.rate_limiter`)."""
 
     SWEEP_EVERY = 1000
+    MAX_ATTEMPTS = 50
 
     def __init__(self, engine: Engine, *, clock: Callable[[], float] = time.time) -> None:
         self._engine, self._clock = engine, clock
@@ -96,26 +106,32 @@ class DatabaseRateLimiter:
 
     def hit(self, key: str, *, limit: int, window_s: float, cost: int = 1) -> float | None:
         digest = hashlib.sha256(key.encode()).hexdigest()
-        with self._engine.begin() as connection:
-            connection.execute(UPSERT, {"key": digest})  # the lock comes first (module doc)
-            now = self._clock()  # read under the lock: the log's times only grow
-            stored = connection.execute(READ, {"key": digest}).scalar_one()
-            hits, wait = admit(
-                json.loads(stored), now=now, limit=limit, window_s=window_s, cost=cost
-            )
-            if wait is None:
-                connection.execute(
-                    WRITE,
-                    {"key": digest, "hits": json.dumps(hits), "expires": now + window_s},
-                )
-        self._maybe_sweep(now)
+        with self._engine.connect().execution_options(isolation_level="AUTOCOMMIT") as db:
+            for _ in range(self.MAX_ATTEMPTS):
+                row = db.execute(READ, {"key": digest}).first()
+                now = self._clock()
+                stored = json.loads(row.hits) if row is not None else []
+                hits, wait = admit(stored, now=now, limit=limit, window_s=window_s, cost=cost)
+                if wait is not None:
+                    break
+                values = {"key": digest, "hits": json.dumps(hits), "expires": now + window_s}
+                if row is None:
+                    written = db.execute(CREATE, values).rowcount
+                else:
+                    written = db.execute(REPLACE, {**values, "version": row.version}).rowcount
+                if written == 1:
+                    break
+            else:  # lost every race: a burst on this one key; not counted, refused
+                wait = CONTENDED_RETRY_S
+        self._maybe_sweep(self._clock())
         return wait
 
     def sweep(self, now: float | None = None) -> int:
         """Delete the keys whose window has passed; how many went."""
         with self._engine.begin() as connection:
-            now = self._clock() if now is None else now
-            return connection.execute(SWEEP, {"now": now}).rowcount
+            return connection.execute(
+                SWEEP, {"now": self._clock() if now is None else now}
+            ).rowcount
 
     def _maybe_sweep(self, now: float) -> None:
         with self._lock:

@@ -24,6 +24,7 @@ def upgrade() -> None:
         sa.Column("key", sqlmodel.sql.sqltypes.AutoString(length=64), nullable=False),
         sa.Column("hits", sqlmodel.sql.sqltypes.AutoString(), nullable=False),
         sa.Column("expires_at", sa.Float(), nullable=False),
+        sa.Column("version", sa.Integer(), nullable=False),
         sa.PrimaryKeyConstraint("key"),
     )
     op.create_index(op.f("ix_rate_limit_expires_at"), "rate_limit", ["expires_at"], unique=False)

@@ -219,7 +219,6 @@ def _worker(args: argparse.Namespace) -> int:
 
 def _grade(args: argparse.Namespace) -> int:
     from gradlab.content.loader import load_content
-    from worker.grading import grade
 
     settings = get_settings()
     content = load_content(settings.content_dir)
@@ -234,6 +233,8 @@ def _grade(args: argparse.Namespace) -> int:
     except (OSError, UnicodeDecodeError) as exc:
         print(f"gradlab grade: cannot read {args.file}: {exc}", file=sys.stderr)
         return 2
+    from worker.grading import grade  # imports torch (seconds): only once the input is good
+
     result = grade(
         content=content, settings=settings, exercise=args.exercise, code=code, locale=args.locale
     )

@@ -143,7 +143,10 @@ class Settings(BaseSettings):
     )
     gpu_memory_mb: int = Field(default=16384, description="GPU memory budget of one job (NVML)")
     job_nice: int = Field(
-        default=10, ge=0, le=19, description="niceness of learner code (web requests come first)"
+        default=0,
+        ge=0,
+        le=19,
+        description="niceness of the sandboxes (e.g. 10 where workers share a host with the web)",
     )
     slot_memory_mb: int = Field(default=8192, description="RLIMIT_DATA of a pool slot's zygote")
     max_processes: int = Field(default=128, description="processes + threads of one job")

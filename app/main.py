@@ -11,6 +11,7 @@ from sqlalchemy.exc import OperationalError
 from sqlalchemy.exc import TimeoutError as SQLAlchemyTimeoutError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from app.access_log import AccessLogMiddleware
 from app.admission import Counter, Gate, Overloaded
 from app.health import file_identity, sqlite_path
 from app.i18n import check_catalogs, negotiate
@@ -87,7 +88,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         cap=settings.max_body_bytes,
         caps={submissions_api.BATCH_PATH: settings.max_batch_body_bytes},
     )
-    app.add_middleware(SecurityHeadersMiddleware)  # outermost: covers every response
+    app.add_middleware(SecurityHeadersMiddleware)  # covers every response
+    app.add_middleware(AccessLogMiddleware)  # outermost: times every response
     static = RevalidatedStaticFiles(directory=PROJECT_ROOT / "static")  # ETag/304, no-cache
     app.mount("/static", static, name="static")
     swagger_ui = RevalidatedStaticFiles(directory=api_docs.SWAGGER_UI_DIR)

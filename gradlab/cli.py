@@ -160,6 +160,7 @@ def _serve(args: argparse.Namespace) -> int:
             port=args.port,
             log_level="info",
             log_config=log_config,
+            access_log=False,  # app/access_log.py logs every request, with its duration
             # open requests (a `?wait` may hold one for a minute) get this long to finish
             timeout_graceful_shutdown=WEB_GRACE_S,
             **settings.uvicorn_proxy_options(),  # forwarded headers: only if configured

@@ -152,21 +152,27 @@ class Settings(BaseSettings):
     max_processes: int = Field(default=128, description="processes + threads of one job")
     max_code_bytes: int = 64 * 1024
     # overload (app/admission.py): bounded work per web process, answered 503 past it
-    db_pool_size: int = Field(default=10, ge=1, description="database connections per process")
-    db_max_overflow: int = Field(default=10, ge=0, description="connections past db_pool_size")
+    db_pool_size: int = Field(default=6, ge=1, description="database connections per process")
+    db_max_overflow: int = Field(default=4, ge=0, description="connections past db_pool_size")
     db_lock_wait_s: float = Field(
-        default=5.0,
+        default=1.0,
         gt=0,
         description="SQLite: a web request's longest wait for the write lock before its 503",
     )
     admission_wait_s: float = Field(
-        default=1.0, gt=0, description="a request's wait for a database slot before its 503"
+        default=0.5, gt=0, description="a request's wait for a database slot before its 503"
     )
     max_waiting_requests: int = Field(
         default=200, ge=0, description="`?wait` requests held at once; past it, answered at once"
     )
     # submissions waiting to be graded (app/submissions/service.py: 503 / 429 past them)
     max_queued_jobs: int = Field(default=2000, ge=1, description="the whole queue's depth")
+    max_queue_wait_s: float = Field(
+        default=20.0,
+        gt=0,
+        description="a new job's estimated wait for a worker (queued jobs x the last jobs' mean "
+        "time / live workers); past it, 503",
+    )
     max_pending_per_learner: int = Field(
         default=5, ge=1, description="waiting submissions of one account or anonymous learner"
     )

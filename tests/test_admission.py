@@ -13,7 +13,7 @@ from sqlmodel import Session, select
 from app.main import create_app
 from gradlab import tokens
 from gradlab.config import Settings
-from gradlab.models import Job, JobStatus, Submission, SubmissionStatus
+from gradlab.models import Job, JobStatus, Submission, SubmissionStatus, WorkerHeartbeat
 from tests.conftest import csrf_token
 from tests.pg import both_databases
 
@@ -81,6 +81,52 @@ def test_a_full_queue_is_503_with_retry_after_for_everyone(settings: Settings) -
             headers={"Authorization": f"Bearer {token}"},
         )
         assert batch.status_code == 503
+
+
+def _worker_alive(client: TestClient, worker_id: str, *, stopped: bool = False) -> None:
+    now = time.time()
+    with Session(client.app.state.engine) as session:  # type: ignore[attr-defined]
+        session.merge(
+            WorkerHeartbeat(
+                worker_id=worker_id, host="h", pid=1, slots=2, device="cpu", started_at=now,
+                last_seen=now, stopped_at=now if stopped else None,
+            )
+        )  # fmt: skip
+        session.commit()
+
+
+@both_databases
+def test_a_queue_longer_than_a_learner_waits_is_503_by_the_workers_own_pace(
+    settings: Settings,
+) -> None:
+    """The wait is estimated from the database alone: learners' queued jobs x the mean lease
+    time of the last jobs / the live workers. Past `max_queue_wait_s`, learners get 503."""
+    with _client(settings, max_queue_wait_s=10) as client:
+        _worker_alive(client, "one")
+        for _ in range(4):  # the last jobs took 3 s each
+            client.cookies.clear()
+            done = client.post(SUBMIT, json={"exercise": EXERCISE, "code": "x"}).json()["id"]
+            _ran(client, done, seconds=3, ago=100)
+        statuses = []
+        for _ in range(3):  # wait for the third: (2 queued + 1) x 3 s / 1 worker = 9 s
+            client.cookies.clear()
+            statuses.append(_submit(client))
+        assert statuses == [202] * 3
+        client.cookies.clear()
+        busy = client.post(SUBMIT, json={"exercise": EXERCISE, "code": "x"})
+        assert busy.status_code == 503, busy.text
+        assert "would wait about 12 s for a worker (at most 10 s)" in busy.json()["detail"]
+        assert busy.headers["retry-after"] == "2"  # drained to the limit at that pace
+        # a grader's jobs share the workers fairly (gradlab/queue.py): not refused, not counted
+        with Session(client.app.state.engine) as session:  # type: ignore[attr-defined]
+            token = tokens.create(session=session, name="lms").token
+        assert [_submit(client, Authorization=f"Bearer {token}") for _ in range(3)] == [202] * 3
+        _worker_alive(client, "two")  # (3 + 1) x 3 s / 2 workers = 6 s
+        assert _submit(client) == 202
+        _worker_alive(client, "one", stopped=True)
+        _worker_alive(client, "two", stopped=True)  # nobody to estimate from: depth cap only
+        client.cookies.clear()
+        assert _submit(client) == 202
 
 
 @pytest.mark.parametrize("locale", ["en", "de"])

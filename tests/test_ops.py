@@ -174,3 +174,22 @@ def test_serve_rejects_negative_workers() -> None:
         cwd=PROJECT_ROOT, capture_output=True, text=True, check=False,
     )  # fmt: skip
     assert completed.returncode == 2 and "--workers" in completed.stderr
+
+
+def test_every_request_is_logged_with_its_status_and_duration(client: TestClient, caplog) -> None:  # type: ignore[no-untyped-def]
+    with caplog.at_level(logging.INFO, logger="gradlab.access"):
+        client.get("/api/v1/submissions?cursor=secret-cursor")  # a 422 from the route
+        client.post(  # refused by the body-limit middleware, before any route
+            "/api/v1/submissions",
+            content=b"{}",
+            headers={"Content-Length": str(10**9), "Content-Type": "application/json"},
+        )
+        client.get("/healthz")
+    lines = [vars(r) for r in caplog.records if getattr(r, "event", None) == "request"]
+    assert [(r["method"], r["path"], r["status"]) for r in lines] == [
+        ("GET", "/api/v1/submissions", 422),
+        ("POST", "/api/v1/submissions", 413),
+        ("GET", "/healthz", 200),
+    ]
+    assert all(isinstance(r["ms"], float) and 0 <= r["ms"] < 10_000 for r in lines)
+    assert "secret-cursor" not in caplog.text  # never the query string

@@ -77,7 +77,7 @@ class PhaseRun:
     clock_error: str | None = None  # the go/done conversation broke (how)
     memory_exceeded: bool = False
     timed_out: bool = False
-    wall_s: float = 0.0  # from handing the phase its fds to its answer (or its kill)
+    wall_s: float = 0.0  # from handing the phase its fds to its answer (or its deadline)
 
 
 @dataclass

@@ -300,12 +300,14 @@ class Slot:
         )
         with PhaseClock(clock_ours, cgroup, pid, phase.timed_blocks) as clock, watchdog:
             answer = self._frame(timeout_s + CLEANUP_GRACE_S)
+            # the learner's time ends here: killing what is left (a fork bomb's thousand
+            # processes on a loaded host) is the slot's cost, not the learner's
+            run.wall_s = time.monotonic() - started
             if answer is None or not isinstance(answer.get("status"), int):
                 answer = None
                 self.stop()  # timed out or broke the protocol: nothing may reach the next job
         run.timed, run.clock_error = clock.timed, clock.error
         run.gpu_peak_bytes = getattr(watchdog, "peak", None)
-        run.wall_s = time.monotonic() - started
         run.timed_out = answer is None and run.wall_s >= timeout_s
         if cgroup is not None:
             run.peak_bytes = cgroup.peak_bytes()

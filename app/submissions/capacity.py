@@ -1,7 +1,12 @@
 """Admission of new jobs: what one sender may ask of the graders that everybody shares.
 
 Three kinds of cap, checked before a submission is stored (429 or 503 with `Retry-After`):
-- the queue's depth (503): past it, a result would come later than anybody waits for;
+- the queue (503): its depth, and the wait it means. The wait is estimated from what the
+  database knows, never from the sender: the learners' jobs queued, the live workers (their
+  heartbeats) and how long the workers' last jobs took (lease times the workers' trusted
+  parents wrote). Past `max_queue_wait_s` a new job's result would come later than a learner
+  waits for, and everybody queued behind it would wait longer still: refusing it early is what
+  keeps honest learners' results within that time while a burst lasts;
 - submissions waiting at once (429), per learner or account, per grader token, and per client
   address (learners behind one address together, however many cookies a script makes);
 - worker time (429): the seconds workers spent on a sender's submissions of the last
@@ -18,7 +23,7 @@ import math
 import time
 from typing import Any
 
-from sqlalchemy import func
+from sqlalchemy import func, text
 from sqlmodel import Session, col, select
 
 from app.submissions.errors import SubmissionRefused
@@ -45,6 +50,8 @@ def check_capacity(
             retry_after=QUEUE_FULL_RETRY_S,
         )
     grader = owner.startswith("grader:")
+    if queued and not grader:  # an empty queue has no wait to estimate (nor a query to pay)
+        _check_queue_wait(session, settings, count)
     cap = settings.max_pending_per_grader if grader else settings.max_pending_per_learner
     mine = _waiting(session, Submission.owner == owner)
     if mine + count > cap:
@@ -81,6 +88,56 @@ def check_capacity(
         settings.worker_seconds_per_address,
         "submissions from your address",
         *at_address,
+    )
+
+
+# Learners' queued jobs, the live workers (each grades one job at a time) and the mean lease
+# time of the last jobs finished, in one round trip. The job's primary key orders jobs by age.
+_LEARNER_QUEUE = text(
+    """
+    SELECT
+        (SELECT COUNT(*) FROM job JOIN submission ON submission.id = job.submission_id
+         WHERE job.status = 'queued' AND submission.owner NOT LIKE :graders),
+        (SELECT COUNT(*) FROM worker_heartbeat
+         WHERE last_seen >= :horizon AND stopped_at IS NULL),
+        (SELECT AVG(finished_at - started_at) FROM (
+            SELECT started_at, finished_at FROM job
+            WHERE finished_at IS NOT NULL AND started_at IS NOT NULL
+            ORDER BY id DESC LIMIT :recent
+        ) AS recent)
+    """
+)
+RECENT_JOBS = 50
+UNKNOWN_JOB_S = 1.0  # no job finished yet: a warm grade takes well under this
+
+
+def queue_wait_s(session: Session, settings: Settings, count: int = 1) -> float | None:
+    """Seconds the last of `count` new learner jobs would wait for a worker, at the last jobs'
+    mean lease time; None when no worker is alive (nothing to estimate from: /healthz says so).
+
+    Grader tokens' jobs are left out: the claim is fair between senders (gradlab/queue.py), so a
+    grader's backlog shares the workers with learners instead of standing in front of them."""
+    horizon = time.time() - 3 * settings.heartbeat_s
+    queued, workers, mean_s = session.execute(
+        _LEARNER_QUEUE, {"horizon": horizon, "recent": RECENT_JOBS, "graders": "grader:%"}
+    ).one()
+    if not workers:
+        return None
+    return (queued + count) * (mean_s if mean_s is not None else UNKNOWN_JOB_S) / workers
+
+
+def _check_queue_wait(session: Session, settings: Settings, count: int) -> None:
+    wait_s = queue_wait_s(session, settings, count)
+    if wait_s is None or wait_s <= settings.max_queue_wait_s:
+        return
+    # come back once the queue has drained to the limit, at that rate
+    retry_s = min(max(math.ceil(wait_s - settings.max_queue_wait_s), 1), QUEUE_FULL_RETRY_S)
+    raise SubmissionRefused(
+        503,
+        "queue_full",
+        f"the graders are busy: a new submission would wait about {wait_s:.0f} s for a worker "
+        f"(at most {settings.max_queue_wait_s:g} s); try again in {retry_s} s",
+        retry_after=retry_s,
     )
 
 

@@ -6,10 +6,12 @@ every grader message: code is not translated, and a lost `{placeholder}` would s
 a half-filled message.
 """
 
+import functools
 import string
 from pathlib import Path
 
 from markdown_it import MarkdownIt
+from markdown_it.token import Token
 
 from gradlab.config import DEFAULT_LOCALE
 from gradlab.content.schema import LessonText
@@ -19,8 +21,16 @@ _markdown = MarkdownIt("commonmark")
 MARKDOWN_FIELDS = ("body", "explanation", "instructions", "answer")
 
 
+@functools.lru_cache(maxsize=4096)
+def _tokens(text: str) -> tuple[Token, ...]:
+    """A field's markdown tokens, read only. Parsed once per text: each field is checked on
+    its own and its code blocks are compared with the English's, for three locales, on every
+    load and content reload."""
+    return tuple(_markdown.parse(text))
+
+
 def _fences(text: str) -> list[str]:
-    return [token.content for token in _markdown.parse(text) if token.type == "fence"]
+    return [token.content for token in _tokens(text) if token.type == "fence"]
 
 
 def markdown_problems(text: str) -> list[str]:
@@ -30,7 +40,7 @@ def markdown_problems(text: str) -> list[str]:
     opened = [line for line in lines if line.lstrip().startswith(("```", "~~~"))]
     if len(opened) % 2:
         problems.append("a ``` code fence is never closed")
-    for token in _markdown.parse(text):
+    for token in _tokens(text):
         if token.type == "html_block":
             problems.append("raw HTML is not allowed (it would be shown as text)")
         for child in token.children or []:

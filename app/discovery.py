@@ -8,6 +8,8 @@ English page whose text it mostly shows, so that the two are never indexed as du
 
 from dataclasses import dataclass
 
+from starlette.requests import Request
+
 from gradlab.config import DEFAULT_LOCALE, LOCALES
 from gradlab.content.loader import Content, lesson_view
 
@@ -16,6 +18,13 @@ from gradlab.content.loader import Content, lesson_view
 class PageLinks:
     canonical: str  # absolute URL
     alternates: dict[str, str]  # hreflang ("en", ..., "x-default") -> absolute URL
+
+
+def base_url(request: Request) -> str:
+    """`GRADLAB_PUBLIC_BASE_URL`, or else the address this request was sent to (its scheme and
+    Host: a server run without the setting names whatever host and port served it)."""
+    configured = request.app.state.settings.public_base_url
+    return (configured or f"{request.url.scheme}://{request.url.netloc}").rstrip("/")
 
 
 def course_path(locale: str) -> str:

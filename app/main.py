@@ -13,7 +13,9 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app.access_log import AccessLogMiddleware
 from app.admission import Counter, Gate, Overloaded
+from app.compression import RenderedGZipMiddleware
 from app.health import file_identity, sqlite_path
+from app.http_head import HeadAsGetMiddleware
 from app.i18n import check_catalogs, negotiate
 from app.learner import LearnerCookieMiddleware
 from app.page_cache import PageCache
@@ -25,9 +27,9 @@ from app.security.errors import busy_response, security_error
 from app.security.exceptions import SecurityRejection
 from app.security.ratelimit import DatabaseRateLimiter
 from app.security_headers import SecurityHeadersMiddleware
-from app.static_files import RevalidatedStaticFiles
+from app.static_files import SITE_ASSETS
 from app.templating import render
-from gradlab.config import LOCALES, PROJECT_ROOT, Settings, get_settings
+from gradlab.config import LOCALES, Settings, get_settings
 from gradlab.content.store import ContentStore
 from gradlab.db import init_db, make_engine
 
@@ -56,6 +58,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         redoc_url=None,
     )
     app.state.settings = settings
+    if not settings.public_base_url:
+        log.warning(
+            "GRADLAB_PUBLIC_BASE_URL is not set: canonical links, the sitemap and robots.txt "
+            "name each request's own host; set it to the site's public address"
+        )
     app.state.engine = make_engine(settings, lock_wait_s=settings.db_lock_wait_s)
     init_db(app.state.engine)
     # /healthz's own connection: it never waits behind the requests' (app/health.py)
@@ -76,24 +83,27 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.rate_limiter = DatabaseRateLimiter(app.state.limiter_engine)
     # inside the learner cookie middleware (added after it), which sets the learner id
     app.add_middleware(
-        CrossSiteApiGuard, trusted_origins=[settings.public_base_url], tokens=app.state.csrf
+        CrossSiteApiGuard,
+        trusted_origins=[settings.public_base_url] if settings.public_base_url else [],
+        tokens=app.state.csrf,
     )
     app.add_middleware(
         LearnerCookieMiddleware,
         secret_key=settings.resolved_secret_key(),
-        secure=settings.public_base_url.startswith("https://"),
+        secure=settings.secure_cookies,
     )
     app.add_middleware(
         BodyLimitMiddleware,
         cap=settings.max_body_bytes,
         caps={submissions_api.BATCH_PATH: settings.max_batch_body_bytes},
     )
+    # what the app renders, gzipped per response (static files are gzipped once, ahead)
+    app.add_middleware(RenderedGZipMiddleware, precompressed=("/static/", api_docs.ASSETS))
+    app.add_middleware(HeadAsGetMiddleware)
     app.add_middleware(SecurityHeadersMiddleware)  # covers every response
     app.add_middleware(AccessLogMiddleware)  # outermost: times every response
-    static = RevalidatedStaticFiles(directory=PROJECT_ROOT / "static")  # ETag/304, no-cache
-    app.mount("/static", static, name="static")
-    swagger_ui = RevalidatedStaticFiles(directory=api_docs.SWAGGER_UI_DIR)
-    app.mount(api_docs.ASSETS, swagger_ui, name="api-docs")
+    app.mount("/static", SITE_ASSETS, name="static")  # fingerprinted, gzipped once
+    app.mount(api_docs.ASSETS, api_docs.SWAGGER_UI, name="api-docs")
     app.include_router(api_docs.router)  # /docs
     app.include_router(ops.router)  # /healthz, /metrics
     app.include_router(submissions_api.router)  # /api/v1/submissions...

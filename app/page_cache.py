@@ -30,15 +30,17 @@ import hashlib
 import threading
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
+from html import escape
 
 from fastapi import Request
 from fastapi.responses import HTMLResponse, Response
 from starlette.concurrency import run_in_threadpool
 
 from app.accounts.auth import SESSION_COOKIE
-from app.discovery import lesson_links
+from app.discovery import base_url, lesson_links
+from app.http_cache import if_none_match
 from app.i18n import translations
-from app.page_slots import CSP_NONCE, CSRF_TOKEN, SLOTS, split
+from app.page_slots import CSP_NONCE, CSRF_TOKEN, SLOTS, marker, split
 from app.rendering import reading_minutes
 from app.security.csrf import token_for
 from app.templating import templates
@@ -46,6 +48,7 @@ from gradlab.content.loader import Content, lesson_view
 
 PRIVATE_HTML = "private, no-cache"
 ACCOUNT_NAV = "account_nav"
+BASE_URL = "base_url"  # the site's address (app/discovery.py base_url), HTML-escaped
 ANONYMOUS = "anonymous"
 QUIZ_OUTCOME = "quiz_outcome:"
 QUIZ_OUTCOMES = ("correct", "wrong")
@@ -105,7 +108,7 @@ class PageCache:
             return page
 
 
-def render_lesson(content: Content, *, lesson: str, locale: str, base_url: str) -> CachedPage:
+def render_lesson(content: Content, *, lesson: str, locale: str) -> CachedPage:
     """The shared part of /{locale}/lessons/{lesson}, with its slot variants."""
     view = lesson_view(content, lesson, locale)
     catalog = translations(locale)
@@ -119,7 +122,9 @@ def render_lesson(content: Content, *, lesson: str, locale: str, base_url: str) 
             "course_lessons": content.lesson_list(locale),
             "quiz_outcome": None,
             "path": lambda loc: f"/{loc}/lessons/{lesson}",
-            "links": lesson_links(content, lesson=lesson, locale=locale, base_url=base_url),
+            # the site's address is the request's when not configured: a slot, so that no Host
+            # header a client makes up can add a page to the cache
+            "links": lesson_links(content, lesson=lesson, locale=locale, base_url=marker(BASE_URL)),
         }
     )
     variants: dict[str, dict[str, str]] = {
@@ -168,13 +173,7 @@ def weak_etag(*parts: str | bytes) -> str:
 
 def matches(request: Request, etag: str) -> bool:
     """`If-None-Match` names `etag` (weak comparison, RFC 9110 13.1.2) or is `*`."""
-    header = request.headers.get("if-none-match")
-    if not header:
-        return False
-    if header.strip() == "*":
-        return True
-    opaque = etag.removeprefix("W/")
-    return any(tag.strip().removeprefix("W/") == opaque for tag in header.split(","))
+    return if_none_match(request.headers.get("if-none-match"), etag)
 
 
 def not_modified(etag: str) -> Response:
@@ -204,10 +203,9 @@ async def lesson_response(
     key = ("lesson", lesson, locale)
     page = cache.get(content, key)
     if page is None:
-        base_url = request.app.state.settings.public_base_url
 
         def render() -> CachedPage:
-            return render_lesson(content, lesson=lesson, locale=locale, base_url=base_url)
+            return render_lesson(content, lesson=lesson, locale=locale)
 
         page = await run_in_threadpool(cache.fill, content, key, render)
     csrf = token_for(request)
@@ -218,10 +216,16 @@ async def lesson_response(
     else:
         nav = page.variants[ACCOUNT_NAV][ANONYMOUS]
     outcome = quiz if quiz in QUIZ_OUTCOMES else ""
-    etag = weak_etag(page.digest, csrf, nav, outcome)
+    site = escape(base_url(request))
+    etag = weak_etag(page.digest, csrf, nav, outcome, site)
     if matches(request, etag):
         return not_modified(etag)
-    values = {CSRF_TOKEN: csrf, CSP_NONCE: request.state.csp_nonce, ACCOUNT_NAV: nav}
+    values = {
+        CSRF_TOKEN: csrf,
+        CSP_NONCE: request.state.csp_nonce,
+        ACCOUNT_NAV: nav,
+        BASE_URL: site,
+    }
     for name, choices in page.variants.items():
         if name.startswith(QUIZ_OUTCOME):
             values[name] = choices[outcome]

@@ -7,6 +7,7 @@ time in different threads without seeing each other's catalog. Newstyle gettext:
 autoescaped and formatted with `%(name)s` placeholders, and `{% trans %}` blocks are trimmed.
 """
 
+from dataclasses import dataclass
 from typing import Any
 
 from babel.support import NullTranslations
@@ -22,6 +23,7 @@ from app.i18n import LANGUAGE_NAMES, format_number, format_share, translations
 from app.page_slots import install_template_globals as install_page_slot_globals
 from app.rendering import highlight_block, markdown, markdown_inline
 from app.security.csrf import install_template_globals as install_csrf_globals
+from app.static_files import static_url
 from gradlab.config import LOCALES, PROJECT_ROOT
 
 env = Environment(
@@ -82,6 +84,25 @@ env.filters.update(
 )
 env.globals.update(LOCALES=LOCALES, LANGUAGE_NAMES=LANGUAGE_NAMES)
 env.globals.update(highlight_block=highlight_block, weights_chart_data=weights_chart)
+env.globals.update(static_url=static_url)  # fingerprinted URLs (app/static_files.py)
+
+
+@dataclass(frozen=True)
+class Neighbours:
+    previous: Any
+    next: Any
+
+
+def _neighbours(lessons: list[Any], current: str) -> Neighbours:
+    """The lessons before and after `current` in the course that can be opened (or None)."""
+    ids = [entry.id for entry in lessons]
+    at = ids.index(current) if current in ids else -1
+    before = [entry for entry in lessons[:at] if entry.available] if at >= 0 else []
+    after = [entry for entry in lessons[at + 1 :] if entry.available] if at >= 0 else []
+    return Neighbours(before[-1] if before else None, after[0] if after else None)
+
+
+env.globals.update(neighbours=_neighbours)  # the lesson page's previous/next links
 install_csrf_globals(env)  # csrf_token(), csrf_field()
 install_account_globals(env)  # current_user()
 install_page_slot_globals(env)  # slot(), csp_nonce(); csrf_*() give markers in cached renders

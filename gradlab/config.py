@@ -26,7 +26,11 @@ class Settings(BaseSettings):
     secret_key: str | None = Field(
         default=None, description="signs cookies; default: a random key kept in data_dir"
     )
-    public_base_url: str = "http://127.0.0.1:8000"
+    public_base_url: str | None = Field(
+        default=None,
+        description="the site's address for canonical links, the sitemap and trusted origins "
+        "(e.g. https://learn.example.org); unset: each request's own scheme and Host",
+    )
     content_dir: Path = PROJECT_ROOT / "lessons"
     content_reload_s: float = Field(
         default=1.0, description="look for edited content at most this often; 0: never"
@@ -88,7 +92,12 @@ class Settings(BaseSettings):
     # queue
     lease_s: float = 30.0
     max_attempts: int = 3
-    poll_interval_s: float = 0.2
+    poll_interval_s: float = Field(
+        default=0.05,
+        gt=0,
+        description="an idle worker's look at the queue (a read; SQLite's write lock only when "
+        "a job is there), and a waiting request's look at its submission",
+    )
 
     # operations (gradlab/logs.py, gradlab/heartbeat.py, app/routes/ops.py)
     log_format: Literal["text", "json"] = Field(
@@ -221,6 +230,15 @@ class Settings(BaseSettings):
         if not allowed:
             return {"proxy_headers": False}
         return {"proxy_headers": True, "forwarded_allow_ips": allowed}
+
+    def learner_wall_s(self, exercise_wall_s: float) -> float:
+        """The learner's wall clock for an exercise: its lesson's limit, capped by max_wall_s."""
+        return min(exercise_wall_s, self.max_wall_s or exercise_wall_s)
+
+    @property
+    def secure_cookies(self) -> bool:
+        """Cookies only over HTTPS: when the configured address is an https one."""
+        return (self.public_base_url or "").startswith("https://")
 
     @property
     def db_request_slots(self) -> int:

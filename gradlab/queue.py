@@ -91,12 +91,23 @@ _CANDIDATE = """
 """
 
 
+_ANY_CLAIMABLE = text(
+    "SELECT 1 FROM job WHERE status = 'queued' "
+    "OR (status = 'leased' AND lease_expires_at < :now) LIMIT 1"
+)
+
+
 def claim(
     *, session: Session, worker_id: str, lease_s: float, max_attempts: int
 ) -> ClaimedJob | None:
     """Lease the next available job (_CANDIDATE: fair between senders, oldest first) to
     `worker_id`, or return None when there is none."""
     now = time.time()
+    # Idle workers ask often (`poll_interval_s`): a read first, so that asking an empty queue
+    # never takes SQLite's write lock (an UPDATE takes it even when it matches nothing).
+    if session.execute(_ANY_CLAIMABLE, {"now": now}).first() is None:
+        session.commit()
+        return None
     _bury_exhausted(session=session, now=now, max_attempts=max_attempts)
     postgresql = session.bind.dialect.name == "postgresql"
     skip_locked = " FOR UPDATE OF job SKIP LOCKED" if postgresql else ""

@@ -312,5 +312,9 @@ def test_running_server_serves_the_last_good_content_and_shows_the_error(
         assert "Die letzte Änderung am Inhalt wurde nicht geladen" in page.text
         assert "<code>warmup/en.yaml:11</code>: sections.schedule.titel: unknown key" in page.text
         assert '<meta name="robots" content="noindex">' in page.text
+        # the lesson by its German title, its id second (the stamp command takes the id)
+        title = page.text.split('class="lesson-title">', 1)[1].split("</th>", 1)[0]
+        assert title.split("<br>")[0].strip() == "Aufwärmen der Lernrate"
+        assert '<code class="lesson-id">warmup</code>' in title
         row = page.text.split('id="warmup-es"', 1)[1].split("</tr>", 1)[0]
         assert "noch keine Datei" in row and "<td>0\xa0%</td>" in row  # German: 0 %, no break

@@ -2,6 +2,7 @@
 reads the lesson, submits from the page with JavaScript on, and reads the verdict in place."""
 
 import re
+import time
 from pathlib import Path
 
 import pytest
@@ -27,11 +28,23 @@ def test_submit_from_the_lesson_page(
     page.wait_for_selector(EDITOR)  # the editor took over the (now hidden) textarea
     _set_code(page, (CORPUS / file).read_text())
     assert textarea.input_value() == (CORPUS / file).read_text()
+    looks: list[str] = []
+    page.on("request", lambda r: looks.append(r.url) if "fragment=1" in r.url else None)
+    clicked = time.monotonic()
     page.click("#exercise-accumulate button[type=submit]")
     result = page.wait_for_selector(f".result[data-status={status}]", timeout=90_000)
+    print(f"\n[{locale} {file}] click to result: {time.monotonic() - clicked:.3f} s, {looks}")
     assert "/submissions/" not in page.url  # graded in place, no navigation
+    # the first look shows where the job is; each later one is held by the server until the
+    # status changes (app/routes/pages.py), not asked again and again
+    assert looks and all("wait=" in url and "shown=" in url for url in looks[1:]), looks
     if code:
         assert result.query_selector(f".diagnosis[data-code={code}]") is not None
+    badge = page.locator("#exercise-accumulate .exercise-passed")
+    assert badge.is_visible() == (status == "passed")
+    if status == "passed":  # and on the next visit, from the learner's progress
+        page.reload()
+        badge.wait_for(state="visible", timeout=10_000)
     page.screenshot(path=str(tmp_path / f"{locale}-{status}.png"), full_page=True)
     assert errors == []
     page.close()
@@ -144,9 +157,18 @@ def test_draft_survives_a_reload_and_resets_to_the_starter(browser) -> None:  # 
     textarea = page.locator("#exercise-accumulate textarea[name=code]")
     assert textarea.input_value() == "# my draft\nprint('hola')\n"
     assert reset.is_visible()
-    reset.click()
+    with page.expect_response(
+        lambda r: "/api/v1/drafts/" in r.url and r.request.method == "DELETE", timeout=10_000
+    ) as deleted:
+        reset.click()  # back to the starter: the draft is deleted, not saved as a copy of it
+    assert deleted.value.status == 204
     assert textarea.input_value() == starter
     assert reset.is_hidden()
+    # the same learner in English gets the English starter, not the Spanish one "restored"
+    page.goto(f"{page_server()}{LESSON_PATH.format(locale='en')}")
+    page.wait_for_selector(EDITOR)
+    english = page.locator("#exercise-accumulate textarea[name=code]").input_value()
+    assert english != starter and reset.is_hidden()
     _no_violations(page, problems)
     context.close()
 
@@ -202,6 +224,125 @@ def test_phone_layout_has_no_horizontal_overflow(browser, locale: str) -> None: 
     )
     assert wide == []
     page.screenshot(path=str(SHOTS / f"{locale}-phone.png"), full_page=True)
+    _no_violations(page, problems)
+    context.close()
+
+
+LOCALES = ("en", "es", "de", "tr")
+# One quick submission (it fails to compile), so that the result page exists in every locale.
+SUBMIT = """async () => {
+  const token = document.querySelector("meta[name=csrf-token]").content;
+  const response = await fetch("/en/lessons/gradient-accumulation/exercises/accumulate", {
+    method: "POST", headers: {"Accept": "application/json", "X-CSRF-Token": token},
+    body: new URLSearchParams({code: "def broken(:\\n", csrf_token: token}),
+  });
+  return (await response.json()).id;
+}"""
+STATUS = """async (id) => {
+  const response = await fetch(`/en/submissions/${id}?fragment=1`);
+  return response.headers.get("X-Gradlab-Status");
+}"""
+# The elements that stick out past the viewport's right edge (scrolling boxes contain theirs).
+STICKING_OUT = """(limit) => [...document.querySelectorAll("body *")].filter(e => {
+    const r = e.getBoundingClientRect();
+    return r.width > 0 && r.right > limit + 1
+      && !e.closest(".cm-scroller, pre, .table-scroll, .visually-hidden");
+  }).map(e => `${e.tagName}.${e.className}: ${Math.round(r.right)}px`).slice(0, 3)"""
+
+
+def test_no_page_is_wider_than_a_phone_in_any_locale(browser, content) -> None:  # type: ignore[no-untyped-def]
+    """Every kind of page, in every locale, fits a 390 px phone: nothing scrolls sideways but
+    the code blocks and tables that scroll inside their own box."""
+    context, page, problems = _page(browser, viewport={"width": 390, "height": 844}, is_mobile=True)
+    server = page_server()
+    page.goto(f"{server}/en/login")
+    submission = page.evaluate(SUBMIT)  # graded while the other pages are measured
+    lessons = [entry.id for entry in content.lesson_list("en") if entry.available]
+    assert len(lessons) == 4
+    paths = ["/", *(f"/lessons/{lesson}" for lesson in lessons), "/authoring/translations"]
+    paths += ["/login", "/no-such-page"]  # /register: the login page's layout
+    too_wide = {}
+
+    def measure(url: str) -> None:
+        page.goto(f"{server}{url}", wait_until="domcontentloaded")  # deferred scripts have run
+        width = page.evaluate("document.documentElement.scrollWidth")
+        if width > 390:
+            too_wide[url] = (width, page.evaluate(STICKING_OUT, 390))
+
+    for path in paths:
+        for locale in LOCALES:
+            measure(f"/{locale}{path}")
+    # the result page last, once graded (a pending one reloads itself every 2 s)
+    deadline = time.monotonic() + 90
+    while page.evaluate(STATUS, submission) in ("queued", "running"):
+        assert time.monotonic() < deadline, "the submission was not graded in 90 s"
+        time.sleep(0.25)
+    for locale in LOCALES:
+        measure(f"/{locale}/submissions/{submission}")
+    assert too_wide == {}
+    assert page.locator(".result[data-status=error] pre.output").count() == 1
+    page.goto(f"{server}{LESSON_PATH.format(locale='de')}", wait_until="domcontentloaded")
+    assert page.locator(EDITOR).is_visible()  # the measured lesson pages had their editor
+    _no_violations(page, problems)
+    context.close()
+
+
+def _luminance(css_color: str) -> float:
+    """WCAG relative luminance of a computed `rgb(r, g, b)` colour."""
+    channels = [int(c) / 255 for c in re.findall(r"\d+", css_color)[:3]]
+    lin = [c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4 for c in channels]
+    return 0.2126 * lin[0] + 0.7152 * lin[1] + 0.0722 * lin[2]
+
+
+COLOURS = """() => {
+  const style = (selector) => getComputedStyle(document.querySelector(selector));
+  return {
+    body: style("body").backgroundColor, text: style("body").color, link: style("main a").color,
+    editor: style("#exercise-accumulate .cm-editor").backgroundColor,
+    code: style("pre.code").backgroundColor, codeText: style("pre.code").color,
+  };
+}"""
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_the_page_follows_the_colour_scheme(browser, scheme: str) -> None:  # type: ignore[no-untyped-def]
+    """The whole page, its code blocks and the editor are dark together or light together, and
+    body text keeps a readable contrast (WCAG AA: 4.5:1)."""
+    context, page, problems = _page(browser, color_scheme=scheme)
+    page.goto(f"{page_server()}{LESSON_PATH.format(locale='es')}")
+    page.wait_for_selector(EDITOR)
+    colours = page.evaluate(COLOURS)
+    backgrounds = [_luminance(colours[key]) for key in ("body", "editor", "code")]
+    texts = [_luminance(colours[key]) for key in ("text", "link", "codeText")]
+    if scheme == "dark":
+        assert max(backgrounds) < 0.05, colours
+        assert min(texts) > 0.3, colours
+    else:
+        assert min(backgrounds) > 0.8, colours
+        assert max(texts) < 0.2, colours
+    for text in texts:
+        for background in backgrounds:
+            hi, lo = sorted((text, background), reverse=True)
+            assert (hi + 0.05) / (lo + 0.05) >= 4.5, colours
+    _no_violations(page, problems)
+    context.close()
+
+
+def test_translation_status_uses_the_main_column_and_titles(browser, content) -> None:  # type: ignore[no-untyped-def]
+    """On a desktop the status table and the stamp command sit in the page's main column (not
+    the 16rem sidebar column), the page does not scroll sideways, and lessons go by title."""
+    context, page, problems = _page(browser, viewport={"width": 1280, "height": 900})
+    page.goto(f"{page_server()}/de/authoring/translations")
+    assert page.evaluate("document.documentElement.scrollWidth") <= 1280
+    table = page.locator("table.translation-status").bounding_box()
+    command = page.locator("main pre", has_text="gradlab lessons stamp").bounding_box()
+    assert table is not None and command is not None
+    assert table["width"] > 600 and command["width"] > 600
+    assert command["x"] + command["width"] <= 1280
+    titles = page.locator("table.translation-status tbody th").all_inner_texts()
+    lessons = [entry for entry in content.lesson_list("de") if entry.available]
+    assert [t.splitlines()[0].strip() for t in titles] == [entry.title for entry in lessons]
+    assert all(entry.id in t for entry, t in zip(lessons, titles, strict=True))  # id: secondary
     _no_violations(page, problems)
     context.close()
 

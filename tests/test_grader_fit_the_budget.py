@@ -2,13 +2,14 @@
 what the script does in its process), fingerprints, and the judgement given measured peaks."""
 
 import math
+import re
 import statistics
 from pathlib import Path
 
 import pytest
 import torch
 
-from gradlab.config import PROJECT_ROOT, Settings
+from gradlab.config import LOCALES, PROJECT_ROOT, Settings
 from gradlab.content.loader import Content
 from tests.inprocess import judge, observe
 from worker.graders import get_grader
@@ -79,6 +80,24 @@ def test_without_a_kernel_measure_the_exercise_is_not_graded(content: Content) -
     observed = observe(EXERCISE, (CORPUS / "reference.py").read_text())
     with pytest.raises(Unmeasured):
         judge(EXERCISE, "", content, observed=observed)
+
+
+def test_the_last_hint_runs_as_written(content: Content) -> None:
+    """The last hint's code spans, one per line, are a script that runs in the learner's
+    namespace (nothing it uses is missing, `math` included) and makes the right step, in
+    every locale (the spans are the same code everywhere)."""
+    lesson = content.lessons["gpu-memory"]
+    scripts = {
+        locale: "\n".join(re.findall(r"`([^`]+)`", text.exercises["fit-the-budget"].hints[-1]))
+        for locale, text in lesson.texts.items()
+    }
+    assert set(scripts) == set(LOCALES)
+    assert len(set(scripts.values())) == 1, scripts
+    observed = observe(EXERCISE, scripts["en"])
+    for _, observations in observed:
+        assert observations.meta.get("error") is None, observations.meta["error"]
+    judgement = judge(EXERCISE, "", content, observed=observed, peaks=_peaks(4, 20, 10))
+    assert judgement.diagnosis is None and all(c.passed for c in judgement.checks)
 
 
 def test_an_empty_script_earns_no_memory_points(content: Content) -> None:

@@ -32,9 +32,9 @@ def renders(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
     calls: list[tuple[str, str]] = []
     real = page_cache.render_lesson
 
-    def counting(content, *, lesson: str, locale: str, base_url: str):  # type: ignore[no-untyped-def]
+    def counting(content, *, lesson: str, locale: str):  # type: ignore[no-untyped-def]
         calls.append((lesson, locale))
-        return real(content, lesson=lesson, locale=locale, base_url=base_url)
+        return real(content, lesson=lesson, locale=locale)
 
     monkeypatch.setattr(page_cache, "render_lesson", counting)
     return calls
@@ -129,9 +129,7 @@ def test_the_cached_page_is_the_page_the_template_renders(client: TestClient) ->
             course_lessons=content.lesson_list("en"),
             quiz_outcome="correct",
             path=lambda loc: f"/{loc}/lessons/{LESSON}",
-            links=lesson_links(
-                content, lesson=LESSON, locale="en", base_url="http://127.0.0.1:8000"
-            ),
+            links=lesson_links(content, lesson=LESSON, locale="en", base_url="http://testserver"),
         )
     finally:
         del request.app.state.csrf.for_learner  # type: ignore[attr-defined]

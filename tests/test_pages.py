@@ -261,7 +261,11 @@ def test_lesson_page_exercise_starter_code(lesson_page: tuple[str, str, Node]) -
     locale, html, doc = lesson_page
     assert len(SPEC["exercises"]) == 3
     for exercise_spec in SPEC["exercises"]:
-        starter = (LESSONS / LESSON / exercise_spec["starter"]).read_text(encoding="utf-8")
+        english = LESSONS / LESSON / exercise_spec["starter"]
+        # the starter with comments in the page's language (exercises/<locale>/<file>.py)
+        localized = english if locale == "en" else english.parent / locale / english.name
+        starter = localized.read_text(encoding="utf-8")
+        assert (starter == english.read_text(encoding="utf-8")) == (locale == "en")
         section = doc.by_id(f"exercise-{exercise_spec['id']}")
         title = TEXTS[locale]["exercises"][exercise_spec["id"]]["title"]
         assert section.find("h2").text == gettext(locale, "Exercise: %(title)s", title=title)

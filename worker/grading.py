@@ -89,7 +89,7 @@ def _grade(
     grader = get_grader(exercise)
     device = resolve_device(definition.spec.device, settings)
     limits = definition.spec.limits
-    wall_s = min(limits.wall_s, settings.max_wall_s or limits.wall_s)
+    wall_s = settings.learner_wall_s(limits.wall_s)
     job = SandboxJob(
         spec={
             "exercise": exercise,

@@ -101,7 +101,7 @@ def set_session_cookie(response: Response, *, token: str, settings: Settings) ->
         max_age=int(settings.auth_token_days * 24 * 3600),
         httponly=True,
         samesite="lax",
-        secure=settings.public_base_url.startswith("https://"),
+        secure=settings.secure_cookies,
         path="/",
     )
 
@@ -112,7 +112,7 @@ def clear_session_cookie(response: Response, *, settings: Settings) -> None:
         path="/",
         httponly=True,
         samesite="lax",
-        secure=settings.public_base_url.startswith("https://"),
+        secure=settings.secure_cookies,
     )
 
 

@@ -59,11 +59,14 @@ def get(*, session: Session, content: Content, owner: str) -> ProgressPublic:
         row = rows.get(entry.id)
         lesson = content.lessons.get(entry.id)
         refs = [f"{entry.id}/{e.id}" for e in lesson.spec.exercises] if lesson else []
+        exercises = {ref: activity[ref][0] if ref in activity else "not_started" for ref in refs}
         lessons[entry.id] = LessonState(
-            read=row.read if row else False,
+            # a passed exercise means the lesson was worked through, whether or not the recap
+            # at its end ever scrolled into view
+            read=(row.read if row else False) or "passed" in exercises.values(),
             quiz_passed=row.quiz_passed if row else False,
             last_section=row.last_section if row else None,
-            exercises={ref: activity[ref][0] if ref in activity else "not_started" for ref in refs},
+            exercises=exercises,
         )
         times = [row.updated_at] if row else []
         times += [activity[ref][1] for ref in refs if ref in activity]

@@ -14,21 +14,24 @@ import fastapi_offline
 from fastapi import APIRouter
 from fastapi.responses import HTMLResponse
 
+from app.static_files import StaticAssets, static_url
+
 SWAGGER_UI_DIR = Path(fastapi_offline.__file__).parent / "static"
 ASSETS = "/docs/assets"
-PAGE = f"""<!doctype html>
+SWAGGER_UI = StaticAssets(SWAGGER_UI_DIR, prefix=ASSETS)  # mounted at ASSETS by app.main
+PAGE = """<!doctype html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>gradlab API</title>
-<link rel="stylesheet" href="{ASSETS}/swagger-ui.css">
-<link rel="icon" href="/static/favicon.svg" type="image/svg+xml">
+<link rel="stylesheet" href="{css}">
+<link rel="icon" href="{icon}" type="image/svg+xml">
 </head>
 <body>
 <div id="swagger-ui" data-openapi-url="/openapi.json"></div>
-<script src="{ASSETS}/swagger-ui-bundle.js"></script>
-<script src="/static/js/api-docs.js"></script>
+<script src="{bundle}"></script>
+<script src="{start}"></script>
 </body>
 </html>
 """
@@ -38,4 +41,10 @@ router = APIRouter(include_in_schema=False)
 
 @router.get("/docs", response_class=HTMLResponse)
 def api_docs() -> HTMLResponse:
-    return HTMLResponse(PAGE, headers={"Cache-Control": "no-cache"})
+    page = PAGE.format(
+        css=SWAGGER_UI.url("swagger-ui.css"),
+        bundle=SWAGGER_UI.url("swagger-ui-bundle.js"),
+        icon=static_url("favicon.svg"),
+        start=static_url("js/api-docs.js"),
+    )
+    return HTMLResponse(page, headers={"Cache-Control": "no-cache"})

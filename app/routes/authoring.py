@@ -97,6 +97,8 @@ def translations_page(
         "translations.html",
         locale=locale,
         report=translations_report(content, store),
+        # each lesson by its title in the page's language (English where not translated yet)
+        lesson_titles={entry.id: entry.title for entry in content.lesson_list(locale)},
         path=lambda loc: f"/{loc}/authoring/translations",
     )
     response.headers["Cache-Control"] = "no-store"

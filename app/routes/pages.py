@@ -1,8 +1,10 @@
 """HTML pages: locale negotiation, course, lesson, exercise form, submission result."""
 
+import math
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Form, HTTPException, Request
+from fastapi import APIRouter, Depends, Form, HTTPException, Query, Request
+from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
 from app.client import client_address
@@ -16,7 +18,7 @@ from app.deps import (
     limit_submissions,
     valid_locale,
 )
-from app.discovery import course_links
+from app.discovery import base_url, course_links
 from app.i18n import negotiate
 from app.page_cache import conditional, lesson_response
 from app.progress import service as progress
@@ -26,11 +28,15 @@ from app.security.errors import error_page, message_macros, one_line, wants_json
 from app.submissions import service as submissions
 from app.submissions.schemas import SubmissionCreate
 from app.submissions.service import SubmissionRefused
+from app.submissions.waiting import wait_for
 from app.templating import render
+from gradlab.config import Settings
+from gradlab.content.loader import Content, lesson_view
 
 # Every unsafe request (each form post) must carry the CSRF token: app/security/csrf.py.
 router = APIRouter(include_in_schema=False, dependencies=[Depends(require_form_token)])
 LOCALE_COOKIE = "gradlab_locale"
+MAX_FRAGMENT_WAIT_S = 30  # the lesson page's script asks again after this
 
 
 @router.get("/")
@@ -51,7 +57,6 @@ def course_page(
     request: Request,
     locale: LocaleDep,
     content: ContentDep,
-    settings: SettingsDep,
     session: SessionDep,
     owner: OwnerDep,
 ) -> Response:
@@ -64,7 +69,7 @@ def course_page(
         progress=state,
         continue_url=progress.continue_url(state, content=content, locale=locale),
         path=lambda loc: f"/{loc}/",
-        links=course_links(content, locale=locale, base_url=settings.public_base_url),
+        links=course_links(content, locale=locale, base_url=base_url(request)),
     )
     return _remember(conditional(request, page), locale)  # ETag / 304, private
 
@@ -155,25 +160,63 @@ def _refusal_page(request: Request, refused: SubmissionRefused, *, locale: str) 
     )
 
 
+def _wall_s(content: Content, settings: Settings, exercise: str) -> int | None:
+    """The most seconds the exercise lets the learner's code run (None: no longer taught)."""
+    definition = content.exercises.get(exercise)
+    if definition is None:
+        return None
+    return math.ceil(settings.learner_wall_s(definition.spec.limits.wall_s))
+
+
+def _titles(content: Content, exercise: str, locale: str) -> tuple[str, str] | None:
+    """(lesson title, exercise title) in `locale`, or None for an exercise no longer taught."""
+    lesson = exercise.split("/", 1)[0]
+    if lesson not in content.lessons:
+        return None
+    view = lesson_view(content, lesson, locale)
+    for item in view.exercises:
+        if item.exercise.ref == exercise:
+            return view.title, item.text.title
+    return None
+
+
 @router.get("/{locale}/submissions/{submission_id}", response_class=HTMLResponse)
-def submission_page(
+async def submission_page(
     request: Request,
     locale: LocaleDep,
     submission_id: str,
     session: SessionDep,
     owner: OwnerDep,
+    content: ContentDep,
+    settings: SettingsDep,
     fragment: bool = False,
+    wait: Annotated[float, Query(ge=0, le=MAX_FRAGMENT_WAIT_S)] = 0,
+    shown: str | None = None,
 ) -> Response:
-    submission = submissions.get_owned(session=session, submission_id=submission_id, owner=owner)
+    """The result page, or with `fragment=1` the result alone for the lesson page's script.
+    With `wait=N` the fragment is answered as soon as the submission's status differs from
+    `shown` (the status the page shows now), or after N s: a result reaches the page the
+    moment it is stored, without the page asking again and again."""
+    submission = await run_in_threadpool(
+        submissions.get_owned, session=session, submission_id=submission_id, owner=owner
+    )
+    if fragment and wait:
+        seen = shown or submission.status
+        submission = await wait_for(
+            request, session, submission, wait, until=lambda now: now.status != seen
+        )
     public = submissions.to_public(submission)
     lesson = submission.exercise.split("/", 1)[0]
     template = "_result.html" if fragment else "submission.html"
-    response = render(
+    response = await run_in_threadpool(
+        render,
         request,
         template,
         locale=locale,
         submission=public,
         lesson=lesson,
+        titles=_titles(content, submission.exercise, locale),
+        wall_s=_wall_s(content, settings, submission.exercise),
         path=lambda loc: f"/{loc}/submissions/{submission_id}",
     )
     response.headers["Cache-Control"] = "no-store"

@@ -7,22 +7,19 @@ Who may do what (docs/api.md):
   endpoint (401 without a bearer token, 403 with an account's).
 """
 
-import asyncio
 import base64
 import binascii
 import json
-import time
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Header, HTTPException, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.security import HTTPBearer
 from pydantic import BaseModel, ConfigDict, Field
-from sqlalchemy import Engine, and_, or_
-from sqlmodel import Session, col, select
+from sqlalchemy import and_, or_
+from sqlmodel import col, select
 
 from app import idempotency
-from app.admission import Counter
 from app.client import client_address
 from app.deps import (
     ContentDep,
@@ -36,14 +33,13 @@ from app.deps import (
 )
 from app.submissions import service as submissions
 from app.submissions.schemas import SubmissionCreate, SubmissionPublic
-from gradlab.config import Settings
+from app.submissions.waiting import graded, wait_for
 from gradlab.models import Submission, SubmissionStatus, WebhookAttempt, WebhookDelivery
 
 MAX_WAIT_S = 60
 BATCH_PATH = "/api/v1/submissions/batch"  # its body may be larger (app/security/body_limit.py)
 MAX_BATCH = 100
 MAX_PAGE = 100
-DONE = {SubmissionStatus.passed, SubmissionStatus.failed, SubmissionStatus.error}
 
 bearer = HTTPBearer(
     auto_error=False,
@@ -130,38 +126,6 @@ def _create(**arguments: Any) -> tuple[list[Submission], bool]:
         raise HTTPException(refused.status, detail=refused.detail, headers=headers) from None
 
 
-def _reload(engine: Engine, submission_id: str) -> Submission | None:
-    """The submission as stored now, read in a short session of its own (detached)."""
-    with Session(engine) as session:
-        submission = session.get(Submission, submission_id)
-        if submission is not None:
-            session.expunge(submission)
-        return submission
-
-
-async def _wait_for(
-    request: Request, session: Session, submission: Submission, wait_s: float
-) -> Submission:
-    """Hold the answer until the submission is graded or `wait_s` passed, holding neither a
-    database slot nor a connection meanwhile (app/admission.py): each poll is a short session.
-    Past `max_waiting_requests` waiting at once, the answer is given now (202: poll its URL)."""
-    waiting: Counter = request.app.state.waiting
-    if not waiting.enter():
-        return submission
-    try:
-        await run_in_threadpool(session.close)  # its objects keep their loaded values
-        request.state.db_slot.release()
-        settings: Settings = request.app.state.settings
-        deadline = time.monotonic() + wait_s
-        while submission.status not in DONE and time.monotonic() < deadline:
-            await asyncio.sleep(settings.poll_interval_s)
-            found = await run_in_threadpool(_reload, request.app.state.engine, submission.id)
-            submission = found or submission
-    finally:
-        waiting.leave()
-    return submission
-
-
 @router.post(
     "/submissions",
     status_code=202,
@@ -215,8 +179,8 @@ async def create_submission(
     if replayed:
         response.headers["Idempotent-Replayed"] = "true"
     if wait > 0:
-        submission = await _wait_for(request, session, submission, wait)
-    if submission.status in DONE:
+        submission = await wait_for(request, session, submission, wait)
+    if graded(submission):
         response.status_code = 200
     return submissions.to_public(submission)
 

@@ -20,6 +20,11 @@ from gradlab.content.schema import (
     SectionSpec,
     SectionText,
 )
+from gradlab.content.starters import (
+    check_translated_starter,
+    stray_translations,
+    translated_path,
+)
 from gradlab.content.yamlfile import ContentError, Path_, Problem, line_of, load_yaml
 
 
@@ -29,11 +34,18 @@ class Exercise:
 
     lesson: str
     spec: ExerciseSpec
-    starter_code: str
+    starter_code: str  # English
+    # per locale that has one: the starter with translated comments and docstrings, same code
+    translated_starters: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def ref(self) -> str:
         return f"{self.lesson}/{self.spec.id}"
+
+    def starter(self, locale: str) -> str:
+        """The starter code a page in `locale` puts in the editor: its translation where the
+        lesson has one (exercises/<locale>/<file>.py), else the English."""
+        return self.translated_starters.get(locale, self.starter_code)
 
 
 @dataclass(frozen=True)
@@ -41,6 +53,7 @@ class Lesson:
     spec: LessonSpec
     texts: dict[str, LessonText]  # per locale; "en" always present
     starter_code: dict[str, str]  # per exercise id
+    translated_starters: dict[str, dict[str, str]] = field(default_factory=dict)  # id -> locale
     files: dict[str, Path] = field(default_factory=dict)  # per locale present
     lines: dict[str, dict[Path_, int]] = field(default_factory=dict)  # per locale: key -> line
 
@@ -134,7 +147,12 @@ def load_content(content_dir: Path) -> Content:
             continue
         lessons[entry.id] = lesson
         for spec in lesson.spec.exercises:
-            exercise = Exercise(entry.id, spec, lesson.starter_code[spec.id])
+            exercise = Exercise(
+                entry.id,
+                spec,
+                lesson.starter_code[spec.id],
+                lesson.translated_starters.get(spec.id, {}),
+            )
             exercises[exercise.ref] = exercise
     if problems:
         raise ContentError(problems)
@@ -161,6 +179,8 @@ def _load_lesson(folder: Path, lesson_id: str, course: Course) -> Lesson:
                     f"exercises.{index}.starter: cannot read {exercise.starter}: {reason}",
                 )
             )
+    translated_starters, starter_problems = _translated_starters(folder, spec, starter_code)
+    problems.extend(starter_problems)
     texts: dict[str, LessonText] = {}
     files: dict[str, Path] = {}
     line_maps: dict[str, dict[Path_, int]] = {}
@@ -189,7 +209,46 @@ def _load_lesson(folder: Path, lesson_id: str, course: Course) -> Lesson:
         texts[locale], files[locale], line_maps[locale] = text, file, lines
     if problems:
         raise ContentError(problems)
-    return Lesson(spec=spec, texts=texts, starter_code=starter_code, files=files, lines=line_maps)
+    return Lesson(
+        spec=spec,
+        texts=texts,
+        starter_code=starter_code,
+        translated_starters=translated_starters,
+        files=files,
+        lines=line_maps,
+    )
+
+
+def _translated_starters(
+    folder: Path, spec: LessonSpec, english: dict[str, str]
+) -> tuple[dict[str, dict[str, str]], list[Problem]]:
+    """Each exercise's translated starters (exercises/<locale>/<file>.py, found by name), each
+    checked to be the English program with only its comments and docstrings translated."""
+    found: dict[str, dict[str, str]] = {}
+    problems = stray_translations(folder, [exercise.starter for exercise in spec.exercises])
+    for exercise in spec.exercises:
+        if exercise.id not in english:
+            continue  # reported above: the English starter cannot be read
+        for locale in LOCALES:
+            path = translated_path(folder, exercise.starter, locale)
+            if locale == DEFAULT_LOCALE or not path.is_file():
+                continue
+            try:
+                code = path.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError) as exc:
+                reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8"
+                problems.append(Problem(path, 1, f"cannot read: {reason}"))
+                continue
+            problems_here = check_translated_starter(
+                file=path,
+                code=code,
+                english_name=exercise.starter,
+                english_code=english[exercise.id],
+            )
+            problems.extend(problems_here)
+            if not problems_here:
+                found.setdefault(exercise.id, {})[locale] = code
+    return found, problems
 
 
 def _check_keys(
@@ -336,6 +395,7 @@ class ExerciseView:
     exercise: Exercise
     text: ExerciseText
     untranslated: bool
+    starter_code: str  # for the editor: translated comments where the locale has them
 
 
 @dataclass(frozen=True)
@@ -387,7 +447,12 @@ def lesson_view(content: Content, lesson_id: str, locale: str) -> LessonView:
         given_ex, english_ex = local.exercises.get(spec.id), english.exercises[spec.id]
         translated_ex = _exercise_complete(given_ex, english_ex)
         exercises.append(
-            ExerciseView(exercise, given_ex if translated_ex else english_ex, not translated_ex)
+            ExerciseView(
+                exercise,
+                given_ex if translated_ex else english_ex,
+                not translated_ex,
+                exercise.starter(locale),
+            )
         )
     # Title and subtitle travel together: a page never mixes languages within its header.
     header_translated = bool(local.title) and (bool(local.subtitle) or not english.subtitle)

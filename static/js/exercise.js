@@ -8,7 +8,7 @@
 //   to localStorage when that API is missing or fails; a saved draft that differs from the starter
 //   code is restored on load, with "Reset to starter code";
 // - the form is sent with fetch (all its fields, so hidden ones like csrf_token travel too) and
-//   the result fragment is polled into the page while the job is queued or running;
+//   the result fragment is put into the page, the server holding each look until it changes;
 // - the hint ladder reveals one hint at a time.
 "use strict";
 
@@ -16,6 +16,7 @@
 // response's nonce (this script element carries it; browsers expose it only as a property).
 const CSP_NONCE = (document.currentScript && document.currentScript.nonce) || "";
 const POLL_MS = 700;
+const WAIT_S = 25; // how long the server may hold a look at a pending result
 const SAVE_DELAY_MS = 1000;
 const PENDING = new Set(["queued", "running"]);
 
@@ -92,6 +93,18 @@ async function saveDraft(ref, code) {
   return local.set(draftKey(ref), code) ? "local" : null;
 }
 
+async function deleteDraft(ref) {
+  try {
+    await fetch(draftUrl(ref), {
+      method: "DELETE",
+      credentials: "same-origin",
+      headers: { Accept: "application/json", ...csrfHeaders() },
+    });
+  } catch {
+    /* offline: the next save replaces it */
+  }
+}
+
 // --- results ---------------------------------------------------------------------------------
 
 function lineOffset(text, number) {
@@ -104,7 +117,25 @@ function lineOffset(text, number) {
   return offset;
 }
 
+const countdowns = new Map(); // result slot -> its running job's countdown timer
+
+function showTimeLeft(slot) {
+  clearInterval(countdowns.get(slot));
+  countdowns.delete(slot);
+  const line = slot.querySelector(".time-left[data-wall-s][data-template]");
+  if (!line) return;
+  const ends = Date.now() + Number(line.dataset.wallS) * 1000;
+  const tick = () => {
+    const left = Math.max(0, Math.ceil((ends - Date.now()) / 1000));
+    line.textContent = line.dataset.template.replace("{s}", String(left));
+    if (left === 0 || !line.isConnected) clearInterval(countdowns.get(slot));
+  };
+  tick();
+  countdowns.set(slot, setInterval(tick, 1000));
+}
+
 function enhanceResult(slot, exercise) {
+  showTimeLeft(slot);
   for (const span of slot.querySelectorAll(".error-line[data-line]")) {
     const button = document.createElement("button");
     button.type = "button";
@@ -125,13 +156,18 @@ function announcement(slot) {
 }
 
 async function poll(url, exercise) {
+  // The first look shows where the job is; each next one is held by the server until the
+  // status changes (at most WAIT_S), so the result appears the moment it is stored.
   let shown = null;
   for (;;) {
-    const response = await fetch(url, { headers: { Accept: "text/html" }, cache: "no-store" });
+    const asked = Date.now();
+    const held = shown === null ? url : `${url}&wait=${WAIT_S}&shown=${encodeURIComponent(shown)}`;
+    const response = await fetch(held, { headers: { Accept: "text/html" }, cache: "no-store" });
     if (!response.ok) throw new Error(`HTTP ${response.status}`);
     const html = await response.text();
     const status = response.headers.get("X-Gradlab-Status");
-    if (status !== shown) {
+    const unchanged = status === shown;
+    if (!unchanged) {
       // Rendered by the server with autoescaping: learner output is text there. Replaced only
       // when the status changes, so assistive technology is not told the same thing twice.
       exercise.slot.innerHTML = html;
@@ -139,8 +175,15 @@ async function poll(url, exercise) {
       exercise.announce(announcement(exercise.slot));
       shown = status;
     }
-    if (!PENDING.has(status)) return;
-    await new Promise((resolve) => setTimeout(resolve, POLL_MS));
+    if (!PENDING.has(status)) {
+      const badge = exercise.slot.closest("section.exercise")?.querySelector(".exercise-passed");
+      if (badge && status === "passed") badge.hidden = false;
+      return;
+    }
+    // answered at once with nothing new (a busy server does not hold requests): ask later
+    if (unchanged && Date.now() - asked < POLL_MS) {
+      await new Promise((resolve) => setTimeout(resolve, POLL_MS));
+    }
   }
 }
 
@@ -182,7 +225,12 @@ function setUpExercise(form) {
     saveTimer = null;
     const code = getCode();
     if (code === starter) {
+      // nothing of the learner's to keep: no draft at all, so that a page in another language
+      // opens with its own starter instead of "restoring" this one
       local.remove(draftKey(ref));
+      await deleteDraft(ref);
+      say("");
+      return;
     }
     const where = await saveDraft(ref, code);
     if (where === "server") say(messages.msgSaved);

@@ -7,7 +7,9 @@
 (() => {
   const match = window.location.pathname.match(/^\/[a-z]{2}\/lessons\/([a-z0-9-]+)\/?$/);
   const article = document.querySelector("article.lesson");
-  if (!match || !article || !("IntersectionObserver" in window)) return;
+  if (!match || !article) return;
+  markPassedExercises();
+  if (!("IntersectionObserver" in window)) return;
 
   const url = `/api/v1/progress/${encodeURIComponent(match[1])}`;
   const DELAY_MS = 1500;
@@ -40,6 +42,25 @@
     if (pending === null || pending === reported) return;
     reported = pending;
     send({ last_section: pending }, keepalive);
+  }
+
+  // The exercises this learner has passed already get their badge (the page itself is the same
+  // for everybody: app/page_cache.py).
+  function markPassedExercises() {
+    fetch("/api/v1/progress", {
+      headers: { Accept: "application/json" },
+      credentials: "same-origin",
+      cache: "no-store",
+    })
+      .then((response) => (response.ok ? response.json() : null))
+      .then((body) => {
+        const lesson = body && body.lessons && body.lessons[match[1]];
+        for (const [ref, state] of Object.entries((lesson && lesson.exercises) || {})) {
+          const badge = article.querySelector(`.exercise-passed[data-exercise="${CSS.escape(ref)}"]`);
+          if (badge && state === "passed") badge.hidden = false;
+        }
+      })
+      .catch(() => undefined); // offline: no badges, nothing else lost
   }
 
   function current() {

@@ -79,11 +79,10 @@ def measure(url: str, runs: int) -> None:
         page = browser.new_page()
         page.goto(f"{url}{LESSON}")
         page.wait_for_selector(f"{FORM} .cm-editor")
-        page.evaluate(
-            "(code) => { const t = document.querySelector('#exercise-accumulate textarea');"
-            " t.value = code; }",
-            CANONICAL,
-        )
+        page.click(f"{FORM} .cm-content")  # typed into the editor, as a learner would
+        page.keyboard.press("ControlOrMeta+a")
+        page.keyboard.press("Delete")
+        page.keyboard.insert_text(CANONICAL)
         clicks: list[float] = []
         grades: list[float] = []
         looks: list[str] = []

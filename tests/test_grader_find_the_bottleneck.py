@@ -26,6 +26,8 @@ from worker.graders.exercises.find_the_bottleneck.grader import (
 from worker.graders.kit import Judgement
 from worker.grading import grade
 from worker.harness.exercises.find_the_bottleneck.problem import (
+    FIRST_STEPS,
+    MIN_START,
     ProfilingScenario,
     TrainingStep,
     flat_params,
@@ -255,3 +257,22 @@ def test_on_cuda(
     assert result.device == "cuda"
     assert result.status == status, result
     assert (result.diagnosis.code if result.diagnosis else None) == code
+
+
+@pytest.mark.parametrize("spec", SCENARIOS, ids=lambda s: f"seed{s['seed']}")
+def test_a_timed_run_never_starts_where_a_script_begins(spec: dict[str, Any]) -> None:
+    """Whatever the nonce, the timed steps are past MIN_START (a cache a script fills from step
+    0 before "go" never holds them) and below FIRST_STEPS + steps, and a batch that straddles
+    the end of the dataset is among them when the scenario has one."""
+    scenario = ProfilingScenario.from_dict(spec)
+
+    def straddles(step: int) -> bool:
+        start = (step * scenario.batch_size) % scenario.examples
+        return start + scenario.batch_size > scenario.examples
+
+    wraps = any(straddles(step) for step in range(FIRST_STEPS))
+    for nonce in range(0, 1 << 40, (1 << 40) // 997):
+        _, first = fresh_start(scenario, nonce)
+        steps = range(first, first + scenario.steps)
+        assert first >= MIN_START and steps[-1] < FIRST_STEPS + scenario.steps, (nonce, first)
+        assert any(straddles(step) for step in steps) or not wraps, (nonce, first)

@@ -215,7 +215,8 @@ async def submission_page(
         locale=locale,
         submission=public,
         lesson=lesson,
-        titles=_titles(content, submission.exercise, locale),
+        # the heading of the whole page only: a fragment look (held, repeated) skips the view
+        titles=None if fragment else _titles(content, submission.exercise, locale),
         wall_s=_wall_s(content, settings, submission.exercise),
         path=lambda loc: f"/{loc}/submissions/{submission_id}",
     )

@@ -1,6 +1,8 @@
 # gradlab image: one image for the web and the worker services of docker-compose.yml.
 #   CPU build (default):  docker build -t gradlab .
 #   CUDA build (GPU hosts): docker build --build-arg TORCH_INDEX_URL=https://download.pytorch.org/whl/cu128 -t gradlab:cuda .
+#   Another base (same Debian release; it needs python, python -m venv, apt-get):
+#     --build-arg PYTHON_IMAGE=...  (scripts/compose-check.sh: a local mmdebstrap image)
 # The CUDA wheels bring their own CUDA runtime; the host needs the NVIDIA driver and the NVIDIA
 # Container Toolkit (see docs/deployment.md). Not built in this repository's CI (no Docker engine).
 
@@ -37,7 +39,10 @@ COPY lessons lessons
 COPY static static
 COPY templates templates
 COPY pyproject.toml README.md ./
+# PYTHONPATH: gradlab runs from this folder, next to lessons/, static/ and templates/ (which it
+# finds beside its code) and the compiled catalogs, not from the copy pip put in site-packages
 ENV PATH=/opt/gradlab/bin:$PATH \
+    PYTHONPATH=/srv/gradlab \
     PYTHONUNBUFFERED=1 \
     GRADLAB_DATA_DIR=/var/lib/gradlab \
     GRADLAB_CONTENT_DIR=/srv/gradlab/lessons \

@@ -14,7 +14,12 @@ REFUSED = {"q=0", "q=0.0", "q=0.00", "q=0.000"}
 
 def accepts_gzip(headers: Headers) -> bool:
     """`Accept-Encoding` names gzip (or `*`) without `q=0`."""
-    for part in headers.get("accept-encoding", "").lower().split(","):
+    return gzip_accepted(headers.get("accept-encoding", ""))
+
+
+def gzip_accepted(accept_encoding: str) -> bool:
+    """An `Accept-Encoding` value names gzip (or `*`) without `q=0`."""
+    for part in accept_encoding.lower().split(","):
         coding, _, params = part.strip().partition(";")
         if coding.strip() in ("gzip", "*"):
             return params.replace(" ", "") not in REFUSED

@@ -13,13 +13,14 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app.access_log import AccessLogMiddleware
 from app.admission import Counter, Gate, Overloaded
+from app.cached_lessons import CachedLessonsMiddleware
 from app.compression import RenderedGZipMiddleware
 from app.health import file_identity, sqlite_path
 from app.http_head import HeadAsGetMiddleware
 from app.i18n import check_catalogs, negotiate
 from app.learner import LearnerCookieMiddleware
 from app.page_cache import PageCache
-from app.routes import api, api_docs, auth, authoring, discovery, ops, pages, progress
+from app.routes import api, api_docs, auth, authoring, discovery, insights, ops, pages, progress
 from app.routes import submissions as submissions_api
 from app.security.body_limit import BodyLimitMiddleware
 from app.security.csrf import CrossSiteApiGuard, CsrfTokens
@@ -52,7 +53,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app = FastAPI(
         title="gradlab",
         version="0.1.0",
-        description="Interactive lessons on training neural networks fast, graded on a GPU.",
+        description=(
+            "Interactive lessons on training neural networks fast, graded in a sandbox on a GPU "
+            "where the server has one, else on the CPU."
+        ),
         lifespan=lifespan,
         docs_url=None,  # app/routes/api_docs.py serves /docs from the site's own files
         redoc_url=None,
@@ -101,6 +105,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(RenderedGZipMiddleware, precompressed=("/static/", api_docs.ASSETS))
     app.add_middleware(HeadAsGetMiddleware)
     app.add_middleware(SecurityHeadersMiddleware)  # covers every response
+    # cached lesson pages for returning visitors, before the router (and the layers above)
+    app.add_middleware(
+        CachedLessonsMiddleware,
+        content_store=app.state.content_store,
+        page_cache=app.state.page_cache,
+        secret_key=settings.resolved_secret_key(),
+        csrf=app.state.csrf,
+        public_base_url=settings.public_base_url,
+    )
     app.add_middleware(AccessLogMiddleware)  # outermost: times every response
     app.mount("/static", SITE_ASSETS, name="static")  # fingerprinted, gzipped once
     app.mount(api_docs.ASSETS, api_docs.SWAGGER_UI, name="api-docs")
@@ -112,6 +125,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(progress.router)
     app.include_router(auth.pages_router)
     app.include_router(authoring.router)
+    app.include_router(insights.router)  # class insight: /api/v1/insights, /{locale}/insights
     app.include_router(discovery.router)
     app.include_router(pages.router)
 

@@ -217,18 +217,28 @@ async def lesson_response(
         nav = page.variants[ACCOUNT_NAV][ANONYMOUS]
     outcome = quiz if quiz in QUIZ_OUTCOMES else ""
     site = escape(base_url(request))
-    etag = weak_etag(page.digest, csrf, nav, outcome, site)
+    etag = page_etag(page, csrf=csrf, nav=nav, outcome=outcome, site=site)
     if matches(request, etag):
         return not_modified(etag)
-    values = {
-        CSRF_TOKEN: csrf,
-        CSP_NONCE: request.state.csp_nonce,
-        ACCOUNT_NAV: nav,
-        BASE_URL: site,
-    }
-    for name, choices in page.variants.items():
-        if name.startswith(QUIZ_OUTCOME):
-            values[name] = choices[outcome]
+    values = slot_values(
+        page, csrf=csrf, nonce=request.state.csp_nonce, nav=nav, outcome=outcome, site=site
+    )
     return HTMLResponse(
         page.assemble(values), headers={"ETag": etag, "Cache-Control": PRIVATE_HTML}
     )
+
+
+def page_etag(page: CachedPage, *, csrf: str, nav: str, outcome: str, site: str) -> str:
+    """The page's ETag for this learner (see the module's docstring: not the nonce)."""
+    return weak_etag(page.digest, csrf, nav, outcome, site)
+
+
+def slot_values(
+    page: CachedPage, *, csrf: str, nonce: str, nav: str, outcome: str, site: str
+) -> dict[str, str]:
+    """Every slot of `page` filled for one response."""
+    values = {CSRF_TOKEN: csrf, CSP_NONCE: nonce, ACCOUNT_NAV: nav, BASE_URL: site}
+    for name, choices in page.variants.items():
+        if name.startswith(QUIZ_OUTCOME):
+            values[name] = choices[outcome]
+    return values

@@ -19,6 +19,7 @@ POLICY = (
     "img-src 'self' data:; connect-src 'self'; font-src 'self'; object-src 'none'; "
     "base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
 )
+NONCE_BYTES = 18  # a nonce is `secrets.token_urlsafe(NONCE_BYTES)`: 24 characters
 COMMON = {
     "X-Content-Type-Options": "nosniff",
     "Referrer-Policy": "strict-origin-when-cross-origin",
@@ -39,7 +40,7 @@ class SecurityHeadersMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        nonce = secrets.token_urlsafe(18)
+        nonce = secrets.token_urlsafe(NONCE_BYTES)
         scope.setdefault("state", {})["csp_nonce"] = nonce
 
         async def send_with_headers(message: Message) -> None:

@@ -11,6 +11,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from gradlab.config import LOCALES, get_settings
 from gradlab.logs import configure_logging
@@ -19,6 +20,7 @@ WORKER_CHECK_S = 2.0
 WORKER_GRACE_S = 30.0  # serve's default: a local worker's time to finish its job on shutdown
 WEB_GRACE_S = 10.0  # uvicorn: open requests' time to finish on shutdown, then they are cut
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
+SERVE_PID_ENV = "GRADLAB_SERVE_PID"  # serve's pid, for the web processes it spawns
 
 
 class _Shutdown(BaseException):
@@ -140,31 +142,39 @@ def _serve(args: argparse.Namespace) -> int:
     settings = get_settings()
     if args.workers:  # /healthz fails while none of them is alive
         settings.expect_workers = True
-    app = create_app(settings)  # creates the database before the workers start
+        os.environ["GRADLAB_EXPECT_WORKERS"] = "1"  # and in each web process
+    # creates the database (and the secret key) before any web process or worker starts
+    app = create_app(settings)
+    web = args.web_processes or _cores()
     workers = _LocalWorkers(args.workers)
     signals = _StopSignals()
     signals.install()  # from here on SIGTERM/SIGINT stop the workers too (_StopSignals)
     print(
-        f"gradlab: serving on http://{args.host}:{args.port} with {args.workers} local "
-        f"worker(s){' (web only: run `gradlab worker`s)' if not args.workers else ''}; "
+        f"gradlab: serving on http://{args.host}:{args.port} with {web} web process(es) and "
+        f"{args.workers} local worker(s)"
+        f"{' (web only: run `gradlab worker`s)' if not args.workers else ''}; "
         f"database {_redacted(settings.resolved_database_url)}",
         flush=True,
     )
     # json logs: uvicorn's own loggers go through the root handler (gradlab.logs) too
     log_config = None if settings.log_format == "json" else uvicorn.config.LOGGING_CONFIG
+    options: dict[str, Any] = {
+        "host": args.host,
+        "port": args.port,
+        "log_level": "info",
+        "log_config": log_config,
+        "access_log": False,  # app/access_log.py logs every request, with its duration
+        # open requests (a `?wait` may hold one for a minute) get this long to finish
+        "timeout_graceful_shutdown": WEB_GRACE_S,
+        **settings.uvicorn_proxy_options(),  # forwarded headers: only if configured
+    }
     try:
         workers.start()
-        uvicorn.run(
-            app,
-            host=args.host,
-            port=args.port,
-            log_level="info",
-            log_config=log_config,
-            access_log=False,  # app/access_log.py logs every request, with its duration
-            # open requests (a `?wait` may hold one for a minute) get this long to finish
-            timeout_graceful_shutdown=WEB_GRACE_S,
-            **settings.uvicorn_proxy_options(),  # forwarded headers: only if configured
-        )
+        if web == 1:
+            uvicorn.run(app, **options)
+        else:
+            del app  # each web process makes its own
+            _serve_web_processes(web, options, signals)
     except _Shutdown as shutdown:
         print(f"gradlab: {signal.Signals(shutdown.signum).name}: web stopped", flush=True)
     finally:
@@ -173,6 +183,57 @@ def _serve(args: argparse.Namespace) -> int:
     if signals.received:
         return _exit_by_signal(signals.received[0])
     return 0
+
+
+def _cores() -> int:
+    """The cores this process may run on: serve's default count of web processes."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def _serve_web_processes(count: int, options: dict[str, Any], signals: _StopSignals) -> None:
+    """`count` uvicorn processes on one listening socket (uvicorn's own supervisor: it restarts
+    one that dies). Each is spawned, so it imports the app afresh (`web_app`), and dies with
+    serve, even a SIGKILLed serve. The supervisor takes SIGTERM/SIGINT while it runs: it stops
+    the web processes (each finishes its open requests) and returns; the signal is then
+    recorded as if `signals` had caught it, and a second one hurries the workers."""
+    import uvicorn
+    from uvicorn.supervisors import Multiprocess
+
+    os.environ[SERVE_PID_ENV] = str(os.getpid())
+    config = uvicorn.Config(f"{__name__}:web_app", factory=True, workers=count, **options)
+    supervisor = Multiprocess(config, sockets=[config.bind_socket()])
+    original = supervisor.handle_signals
+
+    def handle_signals() -> None:
+        for signum in supervisor.signal_queue:
+            if signum in (signal.SIGTERM, signal.SIGINT) and not signals.received:
+                signals.received.append(signum)
+        original()
+
+    supervisor.handle_signals = handle_signals  # type: ignore[method-assign]
+    try:
+        supervisor.run()
+    finally:
+        signals.install()
+        signals.stopping = True
+    if signals.received:
+        name = signal.Signals(signals.received[0]).name
+        print(f"gradlab: {name}: web stopped", flush=True)
+
+
+def web_app() -> Any:
+    """The FastAPI app of one of serve's web processes (uvicorn's factory, in a spawned
+    process)."""
+    from app.main import create_app
+
+    parent = os.environ.get(SERVE_PID_ENV)
+    if parent:
+        _die_with_parent(int(parent))
+    configure_logging(get_settings().log_format)
+    return create_app()
 
 
 def _redacted(url: str) -> str:
@@ -373,6 +434,19 @@ def _token_revoke(args: argparse.Namespace) -> int:
     return 0
 
 
+def _user_instructor(args: argparse.Namespace) -> int:
+    """Give (or with --revoke take back) an account's instructor role: class insight."""
+    from gradlab.instructors import set_instructor
+
+    with _token_session() as session:
+        user = set_instructor(session=session, email=args.email, instructor=not args.revoke)
+    if user is None:
+        print(f"gradlab user instructor: no account with the email {args.email!r}", file=sys.stderr)
+        return 1
+    print(f"{user.email}: {'instructor' if user.instructor else 'not an instructor'}")
+    return 0
+
+
 def _non_negative(value: str) -> int:
     number = int(value)
     if number < 0:
@@ -399,6 +473,14 @@ def build_parser() -> argparse.ArgumentParser:
         type=_non_negative,
         default=1,
         help="local worker processes; 0: web only, with `gradlab worker`s elsewhere",
+    )
+    serve.add_argument(
+        "--web-processes",
+        type=_non_negative,
+        default=0,
+        metavar="N",
+        help="web server processes sharing the port (default 0: one per core this process may "
+        "use); 1 serves from serve's own process",
     )
     serve.add_argument(
         "--worker-grace",
@@ -459,6 +541,15 @@ def build_parser() -> argparse.ArgumentParser:
     revoke = token_commands.add_parser("revoke", help="revoke a token by name or id")
     revoke.add_argument("token", metavar="NAME|ID")
     revoke.set_defaults(run=_token_revoke)
+
+    user = commands.add_parser("user", help="accounts (docs/accounts.md)")
+    user_commands = user.add_subparsers(dest="user_command", required=True)
+    instructor = user_commands.add_parser(
+        "instructor", help="let an account read class insight (/{locale}/insights)"
+    )
+    instructor.add_argument("email")
+    instructor.add_argument("--revoke", action="store_true", help="take the role back")
+    instructor.set_defaults(run=_user_instructor)
     return parser
 
 

@@ -10,7 +10,7 @@ import time
 import uuid
 from enum import StrEnum
 
-from sqlalchemy import Index, UniqueConstraint, text
+from sqlalchemy import Index, UniqueConstraint, false, text
 from sqlmodel import Field, SQLModel
 
 
@@ -42,6 +42,9 @@ class Submission(SubmissionBase, table=True):
         Index("ix_submission_owner_created", "owner", "created_at", "id"),
         # the caps per client address: waiting submissions, recent worker time
         Index("ix_submission_address_created", "client_address", "created_at"),
+        # class insight's summaries (gradlab/insight_counts.py): one learner's submissions of an
+        # exercise in time order, with what their summary row reads, never the rows with the code
+        Index("ix_submission_insights", "exercise", "owner", "created_at", "status", "locale"),
     )
 
     id: str = Field(default_factory=lambda: uuid.uuid4().hex, primary_key=True, max_length=32)
@@ -54,6 +57,9 @@ class Submission(SubmissionBase, table=True):
     callback_url: str | None = Field(default=None, max_length=2048)
     # who sent it (app/client.py): the caps on submissions waiting per address count it
     client_address: str | None = Field(default=None, max_length=64)
+    # copied from result_json when the result is stored (gradlab/queue.py), for class insight
+    diagnosis_code: str | None = Field(default=None, max_length=100)
+    error_kind: str | None = Field(default=None, max_length=32)
 
 
 class HealthProbe(SQLModel, table=True):
@@ -120,6 +126,8 @@ class User(UserBase, table=True):
     id: str = Field(default_factory=lambda: uuid.uuid4().hex, primary_key=True, max_length=32)
     password_hash: str = Field(max_length=200)
     created_at: float = Field(default_factory=time.time)
+    # may read class insight (app/insights): `gradlab user instructor EMAIL`
+    instructor: bool = Field(default=False, sa_column_kwargs={"server_default": false()})
 
 
 class AuthToken(SQLModel, table=True):
@@ -160,6 +168,63 @@ class Draft(SQLModel, table=True):
     exercise: str = Field(max_length=200)
     code: str
     updated_at: float = Field(default_factory=time.time)
+
+
+class HintOpen(SQLModel, table=True):
+    """A learner opened hint `hint` (1-based) of an exercise, first at `opened_at`: one row per
+    hint, so that class insight can count the hints opened before the first pass."""
+
+    __tablename__ = "hint_open"
+    __table_args__ = (
+        UniqueConstraint("owner", "exercise", "hint"),
+        Index("ix_hint_open_exercise_owner", "exercise", "owner", "opened_at"),
+    )
+
+    id: int | None = Field(default=None, primary_key=True)
+    owner: str = Field(max_length=200)
+    exercise: str = Field(max_length=200)
+    hint: int
+    opened_at: float = Field(default_factory=time.time)
+
+
+class InsightCount(SQLModel, table=True):
+    """Class insight's counters (gradlab/insight_counts.py), kept in the transaction that writes
+    what they count: per exercise, UTC day (days since 1970-01-01), language and `metric`, with
+    `key` a diagnosis code, an error kind or a histogram's value ('' otherwise). Per-submission
+    metrics count on the submission's day and language; per-learner ones on those of the
+    learner's first submission of the exercise; `hinted` on the day of hint 1 (language ''); lesson
+    progress (`lesson_*`, `exercise` holding the lesson) on the day of its last update."""
+
+    __tablename__ = "insight_count"
+
+    metric: str = Field(primary_key=True, max_length=32)  # first: each query reads some metrics
+    exercise: str = Field(primary_key=True, max_length=200)
+    day: int = Field(primary_key=True, sa_column_kwargs={"autoincrement": False})
+    locale: str = Field(primary_key=True, max_length=8)
+    key: str = Field(default="", primary_key=True, max_length=200)
+    n: int = 0
+
+
+class InsightLearner(SQLModel, table=True):
+    """One learner's summary of one exercise (grader tokens have none): their first submission
+    (time, language) and, once they passed, their first pass (the passing submission's time),
+    the submissions up to it, the hints opened before it (gradlab/insight_counts.py)."""
+
+    __tablename__ = "insight_learner"
+    __table_args__ = (
+        # seconds to the first pass in order per exercise, with what filters them: the
+        # percentiles read this index alone
+        Index("ix_insight_learner_seconds", "exercise", "seconds_to_pass", "first_at", "locale"),
+    )
+
+    exercise: str = Field(primary_key=True, max_length=200)
+    owner: str = Field(primary_key=True, index=True, max_length=200)  # index: re-owning
+    first_at: float
+    locale: str = Field(max_length=8)
+    passed_at: float | None = None
+    attempts_to_pass: int | None = None
+    hints_before_pass: int | None = None
+    seconds_to_pass: float | None = None
 
 
 class GraderToken(SQLModel, table=True):

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from sqlalchemy import text
 from sqlmodel import Session
 
-from gradlab import webhooks
+from gradlab import insight_counts, webhooks
 from gradlab.logs import fields
 from gradlab.models import Job, Submission, SubmissionStatus
 from gradlab.results import GradeResult, ResultError
@@ -63,6 +63,7 @@ def stage(
     )
     session.add(submission)
     session.flush()
+    insight_counts.submitted(session, submission)  # class insight's counters, same transaction
     job = Job(submission_id=submission.id)
     session.add(job)
     session.flush()
@@ -256,9 +257,14 @@ def _store_dead(
 def _store_result(*, session: Session, submission_id: str, result: GradeResult, now: float) -> None:
     submission = session.get(Submission, submission_id)
     assert submission is not None
+    counted_before = insight_counts.result_keys(submission)
     submission.status = SubmissionStatus(result.status)
     submission.result_json = result.model_dump_json()
+    # what class insight counts (app/insights), as columns it can index
+    submission.diagnosis_code = result.diagnosis.code if result.diagnosis else None
+    submission.error_kind = result.error.kind if result.error else None
     submission.finished_at = now
     session.add(submission)
+    insight_counts.graded(session, submission, counted_before)  # the same transaction
     if submission.callback_url:  # the outbox row commits with the result (gradlab/webhooks.py)
         webhooks.stage_delivery(session=session, submission=submission, now=now)

@@ -15,16 +15,33 @@ ErrorKind = Literal[
 ]
 
 
+MessageGroup = Literal["checks", "diagnoses", "platform"]
+
+
+class MessageSource(BaseModel):
+    """What a message was written from, so that it can be written again in another locale: a
+    key of the exercise's `checks` or `diagnoses` (its lesson files) or of the platform's
+    messages (gradlab/messages.py), the values filled in (numbers as numbers; "∞" for one that
+    is not finite), and `detail`, untranslated text that follows it (a traceback)."""
+
+    group: MessageGroup
+    key: str
+    values: dict[str, Any] = Field(default_factory=dict)
+    detail: str | None = None
+
+
 class ResultError(BaseModel):
     kind: ErrorKind
     message: str
     line: int | None = None
+    i18n: MessageSource | None = None
 
 
 class Diagnosis(BaseModel):
     code: str
     message: str
     evidence: dict[str, Any] = Field(default_factory=dict)
+    i18n: MessageSource | None = None
 
 
 class Check(BaseModel):
@@ -33,6 +50,15 @@ class Check(BaseModel):
     points: float
     max_points: float
     message: str
+    i18n: MessageSource | None = None
+
+
+class Note(BaseModel):
+    """Information for the learner that is not graded (e.g. how far BatchNorm lands)."""
+
+    id: str
+    message: str
+    i18n: MessageSource | None = None
 
 
 class Output(BaseModel):
@@ -53,6 +79,7 @@ class GradeResult(BaseModel):
     error: ResultError | None = None
     diagnosis: Diagnosis | None = None
     checks: list[Check] = Field(default_factory=list)
+    notes: list[Note] = Field(default_factory=list)
     output: Output = Field(default_factory=Output)
     device: Literal["cpu", "cuda"] = "cpu"
     timings: Timings = Field(default_factory=Timings)

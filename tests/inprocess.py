@@ -2,8 +2,11 @@
 of a grader's logic. Measurements the kernel takes in the real sandbox (memory peaks, CPU time)
 are not available here; tests pass the figures they want the judge to see."""
 
+import contextlib
 import io
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+
+import torch
 
 from gradlab.content.loader import Content
 from worker.graders import get_grader
@@ -12,6 +15,24 @@ from worker.harness.context import LocalClock
 from worker.harness.run import run_phase
 from worker.jobs import PhaseRun, Stream, TimedBlock
 from worker.observations import Observations, parse
+
+
+@contextlib.contextmanager
+def _torch_put_back() -> Iterator[None]:
+    """A script run here may patch torch's functions or leave autocast on, as the cheats in
+    tests/corpus do. In the sandbox its process ends with it; this one runs the next tests, so
+    torch's module attributes and the CPU autocast switch are put back as they were."""
+    saved = dict(vars(torch))
+    autocast = torch.is_autocast_enabled("cpu")
+    try:
+        yield
+    finally:
+        for name in set(vars(torch)) - set(saved):
+            delattr(torch, name)
+        for name, value in saved.items():
+            if vars(torch).get(name) is not value:
+                setattr(torch, name, value)
+        torch.set_autocast_enabled("cpu", autocast)
 
 
 def observe(
@@ -32,7 +53,8 @@ def observe(
             "indices": list(phase.scenarios),
             "code": code if phase.learner else phase.script,
         }
-        run_phase(request, out, clock)
+        with _torch_put_back():
+            run_phase(request, out, clock)
         timed = [
             TimedBlock(tag, nonce, result, round(seconds * 1e9), round(seconds * 1e9))
             for tag, nonce, result, seconds in clock.blocks

@@ -143,6 +143,28 @@ def test_the_form_says_why_in_the_learners_language(settings: Settings, locale: 
         assert expected[locale] in response.text
 
 
+def test_the_pages_script_gets_the_reason_and_words_it_in_the_pages_language(
+    settings: Settings,
+) -> None:
+    """The exercise form asked for JSON (static/js/exercise.js): a refusal carries its status,
+    Retry-After and `reason`, which the lesson page words in its own language."""
+    with _client(settings, max_pending_per_learner=1) as client:
+        assert _submit(client) == 202
+        response = client.post(
+            "/de/lessons/gradient-accumulation/exercises/accumulate",
+            data={"code": "x", "csrf_token": csrf_token(client)},
+            headers={"Accept": "application/json"},
+        )
+        assert response.status_code == 429 and response.headers["retry-after"] == "10"
+        body = response.json()
+        assert body["reason"] == "too_many_pending"
+        assert "Du hast bereits 1 Abgabe" in body["message"]  # others, worded by the server
+        page = client.get("/de/lessons/gradient-accumulation").text
+        assert 'data-msg-pending="Deine früheren Abgaben warten noch auf ihre Bewertung."' in page
+        assert 'data-msg-retry-seconds="Versuch es in {n} Sekunden noch einmal."' in page
+        assert 'data-msg-busy="Der Server ist gerade stark ausgelastet."' in page
+
+
 def test_draft_saves_are_limited_per_address(settings: Settings) -> None:
     with _client(settings, draft_rate_limit=5) as client:
         statuses = []

@@ -1,6 +1,7 @@
 """A real browser (Debian's chromium driven by Playwright) on a real `gradlab serve`: the learner
 reads the lesson, submits from the page with JavaScript on, and reads the verdict in place."""
 
+import json
 import re
 import time
 from pathlib import Path
@@ -35,9 +36,10 @@ def test_submit_from_the_lesson_page(
     result = page.wait_for_selector(f".result[data-status={status}]", timeout=90_000)
     print(f"\n[{locale} {file}] click to result: {time.monotonic() - clicked:.3f} s, {looks}")
     assert "/submissions/" not in page.url  # graded in place, no navigation
-    # the first look shows where the job is; each later one is held by the server until the
-    # status changes (app/routes/pages.py), not asked again and again
-    assert looks and all("wait=" in url and "shown=" in url for url in looks[1:]), looks
+    # the form post's answer shows the queued job; then each look is held by the server until
+    # the verdict (app/routes/pages.py, `until=done`): one for a quick grade, a second when the
+    # job ran long enough to be shown running
+    assert 1 <= len(looks) <= 2 and all("until=done" in url for url in looks), looks
     if code:
         assert result.query_selector(f".diagnosis[data-code={code}]") is not None
     badge = page.locator("#exercise-accumulate .exercise-passed")
@@ -188,6 +190,43 @@ def test_hint_ladder_reveals_one_hint_at_a_time(browser) -> None:  # type: ignor
         if shown < 3:
             assert button.inner_text() != first_label  # "Next hint" from now on
     assert button.is_hidden()
+    _no_violations(page, problems)
+    context.close()
+
+
+HINTS_API = "/api/v1/progress/hints"
+REPORT_HINT_1 = """async () => {
+  const meta = document.querySelector('meta[name="csrf-token"]');
+  const answer = await fetch("/api/v1/progress/hints", {
+    method: "POST",
+    headers: {"Content-Type": "application/json", "X-CSRF-Token": meta ? meta.content : ""},
+    body: JSON.stringify({exercise: "gradient-accumulation/accumulate", hint: 1}),
+  });
+  return answer.json();
+}"""
+
+
+def test_opened_hints_reach_the_server(browser) -> None:  # type: ignore[no-untyped-def]
+    """static/js/hints.js reports each hint shown; the server keeps them for this learner (it
+    answers the highest stored); a page without hints sends nothing."""
+    context, page, problems = _page(browser)
+    sent: list[str] = []
+    page.on("request", lambda r: sent.append(r.url) if r.url.endswith(HINTS_API) else None)
+    assert page.goto(f"{page_server()}/en/").ok  # the course page: no hint ladder
+    page.wait_for_load_state("load")
+    assert sent == []  # hints.js is on every page, and idle where there is no hint ladder
+    page.goto(f"{page_server()}{LESSON_PATH.format(locale='en')}")
+    button = page.locator("#hints-accumulate button.hint-next")
+    for shown in (1, 2):
+        with page.expect_response(lambda r: r.url.endswith(HINTS_API)) as answer:
+            button.click()
+        assert answer.value.status == 200
+        assert answer.value.json() == {
+            "exercise": "gradient-accumulation/accumulate",
+            "hints_opened": shown,
+        }
+    assert page.evaluate(REPORT_HINT_1)["hints_opened"] == 2  # stored: read back, not echoed
+    assert len(sent) == 3
     _no_violations(page, problems)
     context.close()
 
@@ -367,5 +406,170 @@ def test_api_docs_render_under_the_sites_policy(browser) -> None:  # type: ignor
     title = page.wait_for_selector(".swagger-ui .info .title", timeout=30_000)
     assert title is not None and "gradlab" in title.inner_text()
     page.wait_for_selector(".opblock-summary-path[data-path='/api/v1/submissions']")
+    _no_violations(page, problems)
+    context.close()
+
+
+PROFILING = Path(__file__).parent / "corpus" / "find-the-bottleneck"
+SUBMIT_TO = """async ([path, code]) => {
+  const token = document.querySelector("meta[name=csrf-token]").content;
+  const response = await fetch(path, {
+    method: "POST", headers: {"Accept": "application/json", "X-CSRF-Token": token},
+    body: new URLSearchParams({code, csrf_token: token}),
+  });
+  return (await response.json()).id;
+}"""
+# Each non-empty line of a <pre> (one text node): its line boxes, width and top, as laid out.
+PRE_LINES = """(pre) => {
+  const node = pre.firstChild, range = document.createRange(), lines = [];
+  let start = 0, number = 0;
+  for (const text of node.data.split("\\n")) {
+    if (text.trim()) {
+      range.setStart(node, start);
+      range.setEnd(node, start + text.length);
+      const box = range.getBoundingClientRect();
+      lines.push({boxes: range.getClientRects().length, width: box.width, top: box.top,
+                  height: box.height, number, text});
+    }
+    start += text.length + 1;
+    number += 1;
+  }
+  const style = getComputedStyle(pre);
+  return {whiteSpace: style.whiteSpace, lineHeight: parseFloat(style.lineHeight),
+          clientWidth: pre.clientWidth, scrollWidth: pre.scrollWidth,
+          nodes: pre.childNodes.length, lines};
+}"""
+
+
+def test_the_profiler_table_keeps_one_line_per_row(browser) -> None:  # type: ignore[no-untyped-def]
+    """Lesson 3's exercise is reading the profiler table: on a 1280 px result page a solution
+    that prints it shows it once, no profiler log under "errors and warnings", and every row
+    on one line of its own (wider than the box, which scrolls sideways instead)."""
+    SHOTS.mkdir(exist_ok=True)
+    context, page, problems = _page(browser, viewport={"width": 1280, "height": 900})
+    server = page_server()
+    page.goto(f"{server}/en/login")
+    path = "/en/lessons/profiling/exercises/find-the-bottleneck"
+    code = (PROFILING / "profiled_then_fixed.py").read_text()
+    submission = page.evaluate(SUBMIT_TO, [path, code])
+    deadline = time.monotonic() + 90
+    while page.evaluate(STATUS, submission) in ("queued", "running"):
+        assert time.monotonic() < deadline, "the submission was not graded in 90 s"
+        time.sleep(0.25)
+    page.goto(f"{server}/en/submissions/{submission}")
+    outputs = page.locator(".result[data-status=passed] pre.output")
+    assert outputs.count() == 1  # stdout only: the profiler's start-up lines are not stderr
+    measured = outputs.first.evaluate(PRE_LINES)
+    table = "\n".join(line["text"] for line in measured["lines"])
+    assert measured["nodes"] == 1 and table.count("Self CPU %") == 1, table
+    assert measured["whiteSpace"] == "pre"
+    lines = measured["lines"]
+    rows = [line for line in lines if "load_batch" in line["text"] or line["text"].startswith("-")]
+    assert rows and max(line["width"] for line in rows) > measured["clientWidth"]
+    assert measured["scrollWidth"] > measured["clientWidth"]  # the box scrolls, rows stay whole
+    assert all(line["boxes"] == 1 for line in lines), lines  # no row broke into two boxes
+    pitch, first = measured["lineHeight"], lines[0]
+    assert pitch > 0, measured  # a length, not "normal"
+    for line in lines:  # line n of the text is line n of the box: no row took two
+        below = line["top"] - first["top"]
+        assert abs(below - (line["number"] - first["number"]) * pitch) < 1, (line, pitch)
+    page.screenshot(path=str(SHOTS / "profiler-table-1280.png"))
+    _no_violations(page, problems)
+    context.close()
+
+
+# --- the quick check and refused submissions, worded in the page's language --------------------
+
+QUIZ = "form.quiz"
+
+
+def _quiz_key(content) -> tuple[int, int]:  # type: ignore[no-untyped-def]
+    """(the right option, a wrong one) of lesson 2's quick check."""
+    sections = content.lessons["gradient-accumulation"].spec.sections
+    quiz = next(section.quiz for section in sections if section.quiz is not None)
+    return quiz.answer, (quiz.answer + 1) % quiz.options
+
+
+def test_the_quiz_answers_in_place_and_keeps_the_choice(browser, content) -> None:  # type: ignore[no-untyped-def]
+    from app.i18n import translations
+
+    es = translations("es")
+    right, wrong = _quiz_key(content)
+    context, page, problems = _page(browser)
+    url = f"{page_server()}{LESSON_PATH.format(locale='es')}"
+    page.goto(url)
+    page.evaluate("window.__stayed = true")  # a reload or a navigation would drop it
+    page.check(f"{QUIZ} input[name=answer][value='{wrong}']")
+    page.click(f"{QUIZ} button[type=submit]")
+    outcome = page.wait_for_selector(".quiz-feedback .quiz-outcome.wrong", timeout=10_000)
+    assert page.evaluate("window.__stayed") is True and page.url == url
+    assert page.locator(f"{QUIZ} input[name=answer][value='{wrong}']").is_checked()
+    assert es.gettext("Not quite. Try another answer.") in outcome.inner_text()
+    assert es.gettext("Not quite. Try another answer.") != "Not quite. Try another answer."
+    page.check(f"{QUIZ} input[name=answer][value='{right}']")
+    page.click(f"{QUIZ} button[type=submit]")
+    outcome = page.wait_for_selector(".quiz-feedback .quiz-outcome.correct", timeout=10_000)
+    assert page.evaluate("window.__stayed") is True and page.url == url
+    assert page.locator(f"{QUIZ} input[name=answer][value='{right}']").is_checked()
+    assert page.locator(".quiz-feedback .quiz-outcome").count() == 1  # replaced, not added
+    assert es.gettext("Correct!") in outcome.inner_text()
+    assert outcome.query_selector("strong + p, p + p") is not None  # the explanation
+    _no_violations(page, problems)
+    context.close()
+    # without JavaScript the form posts and the lesson comes back with the outcome
+    plain = browser.new_context(java_script_enabled=False)
+    page = plain.new_page()
+    page.goto(url)
+    page.check(f"{QUIZ} input[name=answer][value='{wrong}']")
+    page.click(f"{QUIZ} button[type=submit]")
+    page.wait_for_url("**?quiz=wrong*")
+    assert (
+        es.gettext("Not quite. Try another answer.") in page.locator(".quiz-outcome").inner_text()
+    )
+    plain.close()
+
+
+def test_a_refused_submission_is_worded_by_the_page(browser) -> None:  # type: ignore[no-untyped-def]
+    """A 429 or 503 (the shapes app/routes/pages.py and app/main.py answer, with Retry-After)
+    is shown in the page's language with when to try again, never as the API's English."""
+    from app.i18n import translations
+
+    de = translations("de")
+    refusals = [  # (status, Retry-After, body)
+        (429, "17", {"detail": "too many requests; try again in 17 s"}),
+        (503, "1", {"detail": "the grading queue is full", "reason": "queue_full"}),
+        (503, "240", {"detail": "the server is busy (every database slot is taken)"}),
+    ]
+    seconds = ("Try again in %(n)s second.", "Try again in %(n)s seconds.")
+    minutes = ("Try again in %(n)s minute.", "Try again in %(n)s minutes.")
+    expected = [
+        f"{de.gettext('You have sent your code many times in a short while.')} "
+        + de.ngettext(*seconds, 17) % {"n": 17},
+        f"{de.gettext('The grading queue is full right now.')} "
+        + de.ngettext(*seconds, 1) % {"n": 1},
+        f"{de.gettext('The server is busy right now.')} " + de.ngettext(*minutes, 4) % {"n": 4},
+    ]
+    assert "Versuch" in expected[0] and "Sekunden" in expected[0]  # the catalog has them
+    context, page, problems = _page(browser)
+    page.goto(f"{page_server()}{LESSON_PATH.format(locale='de')}")
+    page.wait_for_selector(EDITOR)
+
+    def refuse(route) -> None:  # type: ignore[no-untyped-def]
+        status, retry_after, body = refusals.pop(0)
+        route.fulfill(
+            status=status,
+            headers={"Retry-After": retry_after, "Content-Type": "application/json"},
+            body=json.dumps(body),
+        )
+
+    page.route("**/exercises/accumulate", refuse)
+    slot = page.locator("#exercise-accumulate .result-slot")
+    for text in expected:
+        page.click("#exercise-accumulate button[type=submit]")
+        slot.locator(".refusal", has_text=text).wait_for(timeout=10_000)
+        shown = slot.inner_text()
+        assert shown.startswith(de.gettext("Your code was not sent")), shown
+        assert "try again" not in shown and "busy" not in shown, shown
+    assert refusals == []
     _no_violations(page, problems)
     context.close()

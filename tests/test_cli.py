@@ -34,6 +34,7 @@ def test_grade_prints_a_result_object_and_exits_by_verdict(tmp_path: Path) -> No
         "error",
         "diagnosis",
         "checks",
+        "notes",
         "output",
         "device",
         "timings",

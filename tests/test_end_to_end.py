@@ -63,8 +63,9 @@ def test_grader_api_waits_for_the_result(server: str) -> None:
         assert result["timings"]["queued_s"] >= 0 and result["timings"]["total_s"] > 0
 
 
-def _children(pid: int) -> list[int]:
-    """Live child processes of `pid`, whichever of its threads started them."""
+def _workers(pid: int) -> list[int]:
+    """Live `gradlab worker` children of `pid` (serve's web processes are children too),
+    whichever of its threads started them."""
     children = []
     for entry in filter(str.isdigit, os.listdir("/proc")):
         try:
@@ -72,9 +73,16 @@ def _children(pid: int) -> list[int]:
         except OSError:
             continue
         state, ppid = stat.rsplit(")", 1)[1].split()[:2]
-        if int(ppid) == pid and state != "Z":
+        if int(ppid) == pid and state != "Z" and _is_worker(int(entry)):
             children.append(int(entry))
     return children
+
+
+def _is_worker(pid: int) -> bool:
+    try:
+        return b"\0worker\0" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
 
 
 def test_a_worker_killed_mid_job_is_replaced_and_the_job_finished(served: Served) -> None:
@@ -92,12 +100,12 @@ def test_a_worker_killed_mid_job_is_replaced_and_the_job_finished(served: Served
         while client.get(submitted["url"]).json()["status"] != "running":
             assert time.monotonic() < deadline
             time.sleep(0.05)
-        (worker,) = _children(served.process.pid)
+        (worker,) = _workers(served.process.pid)
         os.kill(worker, signal.SIGKILL)
         deadline = time.monotonic() + 120
         while (body := client.get(submitted["url"]).json())["status"] in ("queued", "running"):
             assert time.monotonic() < deadline, "the job was never finished"
             time.sleep(0.3)
         assert body["status"] == "passed"
-        (replacement,) = _children(served.process.pid)
+        (replacement,) = _workers(served.process.pid)
         assert replacement != worker

@@ -23,8 +23,8 @@ from worker.pool import run_in_sandbox
 CORPUS = Path(__file__).parent / "corpus"
 TEMPLATES = PROJECT_ROOT / "templates"
 LESSON_URL = "/{locale}/lessons/gradient-accumulation"
-RESULT_KEYS = {"status", "score", "error", "diagnosis", "checks", "output", "device", "timings",
-               "locale"}  # fmt: skip
+RESULT_KEYS = {"status", "score", "error", "diagnosis", "checks", "notes", "output", "device",
+               "timings", "locale"}  # fmt: skip
 
 
 # --- the grader's evidence -----------------------------------------------------------------
@@ -51,7 +51,7 @@ def test_unscaled_loss_weights_are_four_times_the_expected(
     grading_settings: Settings, content: Content
 ) -> None:
     result = _grade(grading_settings, content, "gradient-accumulation/accumulate", "unscaled.py")
-    assert set(result.model_dump()) == RESULT_KEYS  # the contract's keys, unchanged
+    assert set(result.model_dump()) == RESULT_KEYS  # the contract's keys (notes: additive)
     assert result.diagnosis is not None and result.diagnosis.code == "loss_not_scaled"
     weights = result.diagnosis.evidence["weights"]
     assert set(weights) == {"steps", "expected"}

@@ -4,6 +4,7 @@ from this process's clock); the corpus in tests/corpus/find-the-bottleneck/ cove
 path where the kernel times the runs, and the CUDA tests run with `pytest -m gpu`.
 """
 
+import os
 import subprocess
 import sys
 from dataclasses import replace
@@ -25,6 +26,7 @@ from worker.graders.exercises.find_the_bottleneck.grader import (
 )
 from worker.graders.kit import Judgement
 from worker.grading import grade
+from worker.harness.context import Context, LocalClock
 from worker.harness.exercises.find_the_bottleneck.problem import (
     FIRST_STEPS,
     MIN_START,
@@ -36,6 +38,7 @@ from worker.harness.exercises.find_the_bottleneck.problem import (
     make_model,
     make_optimizer,
 )
+from worker.harness.exercises.find_the_bottleneck.recorder import setup
 from worker.harness.seeding import init_weights
 from worker.observations import BadObservations
 
@@ -139,9 +142,11 @@ def test_reference_passes_with_a_wide_margin(content: Content) -> None:
     assert judgement.details["speedup"] >= 3 * SPEEDUP_REQUIRED
     assert max(judgement.details["rel_errors"]) < 1e-12  # float64, same operations
     assert {c.id for c in judgement.checks} == {
-        "runs", "bottleneck_named", "same_results", "speedup", "profiler_used",
+        "runs", "bottleneck_named", "same_results", "speedup",
     }  # fmt: skip
     assert sum(c.max_points for c in judgement.checks) == 6
+    # whether the script profiled is said in a note, never as a check passed for nothing
+    assert [n.id for n in judgement.notes] == ["profiler_used"]
 
 
 def test_the_unfixed_starter_is_not_faster(content: Content) -> None:
@@ -203,6 +208,33 @@ def test_bottleneck_value_is_bounded_and_printable(content: Content) -> None:
     assert "\x1b" not in named and len(named) <= 64
 
 
+def test_only_the_first_scenario_prints_to_stdout(
+    capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The result shows one run, the first scenario's: its script and its timed steps. Every
+    scenario's stderr is kept (a warning may come from one scenario only), and kineto's log is
+    silenced before the script could start a profiler."""
+    monkeypatch.delenv("KINETO_LOG_LEVEL", raising=False)  # put back as it was afterwards
+    for spec_index, spec in enumerate(SCENARIOS):
+        ctx = Context(torch.device("cpu"), torch.float64, LocalClock(), spec_index)
+        names, recorder = setup(spec, ctx)
+
+        def train_step(step: int, index: int = spec_index) -> None:
+            print(f"step of scenario {index}")
+
+        with recorder.running():
+            print(f"script of scenario {spec_index}")
+            print(f"stderr of scenario {spec_index}", file=sys.stderr)
+        recorder.after_script({**names, "train_step": train_step})
+        print(f"harness after scenario {spec_index}")  # stdout is the harness's again
+    out, err = capfd.readouterr()
+    steps = ProfilingScenario.from_dict(SCENARIOS[0]).steps
+    shown = ["script of scenario 0", *["step of scenario 0"] * steps]
+    assert out.splitlines() == [*shown, *(f"harness after scenario {i}" for i in range(3))]
+    assert err.splitlines() == [f"stderr of scenario {i}" for i in range(3)]
+    assert os.environ["KINETO_LOG_LEVEL"] == "6"
+
+
 def test_importing_the_harness_has_no_side_effects() -> None:
     """The warm pool's zygote imports it before forking: no CUDA, no threads, no output."""
     script = (
@@ -221,18 +253,32 @@ def test_importing_the_harness_has_no_side_effects() -> None:
 # --- the full sandboxed path: timed by the kernel ------------------------------------------------
 
 
+# The profiler's own log lines (kineto's, on every start and stop; CUPTI's on CUDA).
+PROFILER_NOISE = ("profiler_start", "profiler_stop", "USDT:", "STAGE:", "kineto", "CUPTI")
+
+
 def test_the_profiler_works_inside_the_sandbox(content: Content, tmp_path: Path) -> None:
-    settings = Settings(data_dir=tmp_path, max_wall_s=30)
-    result = grade(
-        content=content,
-        settings=settings,
-        exercise=EXERCISE,
-        code=_corpus("profiled_then_fixed.py"),
-        locale="de",
+    """A solution that prints the profiler table: the result shows the table once, and the
+    learner's own stderr and warnings, without the profiler's log lines."""
+    code = _corpus("profiled_then_fixed.py") + (
+        "\nimport sys, warnings\n"
+        'print("learner stdout", batch_size)\n'
+        'print("learner stderr", batch_size, file=sys.stderr)\n'
+        'warnings.warn("learner warning")\n'
     )
+    settings = Settings(data_dir=tmp_path, max_wall_s=30)
+    result = grade(content=content, settings=settings, exercise=EXERCISE, code=code, locale="de")
     assert result.status == "passed", result
-    assert "load_batch" in result.output.stdout and "Self CPU" in result.output.stdout
-    note = next(c for c in result.checks if c.id == "profiler_used")
+    stdout, stderr = result.output.stdout, result.output.stderr
+    assert "load_batch" in stdout and stdout.count("Self CPU %") == 1, stdout
+    assert stdout.count("learner stdout") == 1
+    assert f"learner stdout {SCENARIOS[0]['batch_size']}" in stdout
+    # nothing the learner sent to stderr is dropped, in any scenario
+    for spec in SCENARIOS:
+        assert f"learner stderr {spec['batch_size']}" in stderr, stderr
+    assert "UserWarning: learner warning" in stderr
+    assert not [noise for noise in PROFILER_NOISE if noise.lower() in stderr.lower()], stderr
+    note = next(n for n in result.notes if n.id == "profiler_used")
     assert "torch.profiler verwendet" in note.message
 
 

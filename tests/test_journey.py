@@ -148,11 +148,15 @@ def _wait_for_progress(
         time.sleep(0.2)
 
 
-def _answer_quiz(page: "Page", watch: Watch, answer: int) -> None:
+def _answer_quiz(page: "Page", watch: Watch, answer: int, outcome: str) -> None:
+    """Answer the quick check; the outcome comes in place (static/js/quiz.js), no reload."""
     watch.checkpoint()
     page.check(f"form.quiz input[name=answer][value='{answer}']")
-    with page.expect_navigation():
-        page.click("form.quiz button[type=submit]")
+    page.evaluate("window.__sameDocument = true")
+    page.click("form.quiz button[type=submit]")
+    page.wait_for_selector(f"form.quiz[data-outcome='{outcome}']")
+    assert page.evaluate("window.__sameDocument === true"), "the quiz reloaded the page"
+    assert page.is_checked(f"form.quiz input[name=answer][value='{answer}']")
 
 
 @pytest.mark.parametrize("locale", ["en", "es", "de", "tr"])
@@ -171,11 +175,11 @@ def test_learner_journey(browser: "Browser", server: str, artifacts: Path, local
 
     # 2. the quick check: wrong, then right
     wrong = (QUIZ["quiz"]["answer"] + 1) % QUIZ["quiz"]["options"]
-    _answer_quiz(page, watch, wrong)
+    _answer_quiz(page, watch, wrong, "wrong")
     outcome = page.locator(".quiz-outcome")
     assert "wrong" in (outcome.get_attribute("class") or "")
     assert words(outcome.inner_text()) == gettext(locale, "Not quite. Try another answer.")
-    _answer_quiz(page, watch, QUIZ["quiz"]["answer"])
+    _answer_quiz(page, watch, QUIZ["quiz"]["answer"], "correct")
     assert "correct" in (outcome.get_attribute("class") or "")
     assert outcome.locator("strong").first.inner_text() == gettext(locale, "Correct!")
     assert plain(markdown(quiz_text["explanation"])) in words(outcome.inner_text())

@@ -43,6 +43,25 @@ def _children(pid: int) -> set[int]:
     return found
 
 
+def _cmdline(pid: int) -> list[str]:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
+    except (FileNotFoundError, ProcessLookupError):
+        return []
+
+
+def _workers(pid: int) -> set[int]:
+    """serve's `gradlab worker` children."""
+    return {child for child in _children(pid) if "worker" in _cmdline(child)}
+
+
+def _web_processes(pid: int) -> set[int]:
+    """serve's uvicorn children (spawned by multiprocessing: no resource tracker)."""
+    return {
+        child for child in _children(pid) if any("spawn_main" in part for part in _cmdline(child))
+    }
+
+
 def _alive(pid: int) -> bool:
     """Running, or stopped; an unreaped zombie counts as gone (it grades nothing)."""
     try:
@@ -72,7 +91,10 @@ def _descendants(pid: int) -> set[int]:
 def serve(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Serve]:
     """`gradlab serve --workers 2` on a free port, up: /healthz answers and both workers
     logged that they are ready. Cold sandboxes (none runs while idle) unless the test is
-    parametrized indirectly with "pool"."""
+    parametrized indirectly with "pool"; one web process (serve's own) unless the parameter
+    ends in "+web" and a count ("pool+web2")."""
+    sandbox, _, web = getattr(request, "param", "cold").partition("+web")
+    web_processes = int(web or 1)
     port = free_port()
     log = tmp_path / "serve.log"
     env = {
@@ -80,10 +102,11 @@ def serve(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Serve]:
         "GRADLAB_DATA_DIR": str(tmp_path / "data"),
         "GRADLAB_POLL_INTERVAL_S": "0.1",
         "GRADLAB_LOG_FORMAT": "text",
-        "GRADLAB_SANDBOX": getattr(request, "param", "cold"),
+        "GRADLAB_SANDBOX": sandbox,
     }
     command = [sys.executable, "-m", "gradlab.cli", "serve", "--port", str(port)]
     command += ["--workers", str(WORKERS), "--worker-grace", str(GRACE_S)]
+    command += ["--web-processes", str(web_processes)]
     with log.open("wb") as out:
         process = subprocess.Popen(
             command,
@@ -106,7 +129,9 @@ def serve(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Serve]:
     started = time.monotonic()
     try:
         assert _wait_until(up, START_TIMEOUT_S), f"serve did not start:\n{served.log_text()}"
-        assert len(_children(process.pid)) == WORKERS, served.log_text()
+        assert len(_workers(process.pid)) == WORKERS, served.log_text()
+        web = _web_processes(process.pid)
+        assert len(web) == (web_processes if web_processes > 1 else 0), served.log_text()
         print(f"serve and {WORKERS} workers up in {time.monotonic() - started:.1f} s")
         yield served
     finally:
@@ -119,6 +144,7 @@ def serve(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Serve]:
                 os.kill(pid, signal.SIGKILL)
 
 
+@pytest.mark.parametrize("serve", ["cold+web2"], indirect=True)
 def test_sigterm_stops_the_web_then_every_worker(serve: Serve) -> None:
     processes = _descendants(serve.process.pid)
     started = time.monotonic()
@@ -129,14 +155,17 @@ def test_sigterm_stops_the_web_then_every_worker(serve: Serve) -> None:
         pytest.fail(f"serve still running {GRACE_S + 5} s after SIGTERM:\n{serve.log_text()}")
     took = time.monotonic() - started
     assert returncode == -signal.SIGTERM, serve.log_text()  # ended by the signal, as uvicorn means
-    assert not [pid for pid in processes if _alive(pid)], serve.log_text()
+    # multiprocessing's resource tracker (with several web processes) ends when serve's end
+    # closes its pipe: a moment after serve
+    gone = _wait_until(lambda: not [pid for pid in processes if _alive(pid)], 2)
+    assert gone, ([(pid, _cmdline(pid)) for pid in processes if _alive(pid)], serve.log_text())
     assert took < GRACE_S, f"idle workers stop at once, not after the grace ({took:.1f} s)"
     assert "still running; killed" not in serve.log_text()
     print(f"SIGTERM: serve and {WORKERS} idle workers gone in {took:.2f} s")
 
 
 def test_a_worker_that_does_not_stop_is_killed_after_the_grace(serve: Serve) -> None:
-    workers = _children(serve.process.pid)
+    workers = _workers(serve.process.pid)
     stuck = min(workers)
     os.kill(stuck, signal.SIGSTOP)  # holds its SIGTERM pending, like a worker deep in a job
     started = time.monotonic()
@@ -155,7 +184,7 @@ def test_a_worker_that_does_not_stop_is_killed_after_the_grace(serve: Serve) -> 
 
 
 def test_a_second_signal_kills_the_workers_without_waiting(serve: Serve) -> None:
-    workers = _children(serve.process.pid)
+    workers = _workers(serve.process.pid)
     os.kill(min(workers), signal.SIGSTOP)
     started = time.monotonic()
     serve.process.send_signal(signal.SIGTERM)
@@ -170,10 +199,12 @@ def test_a_second_signal_kills_the_workers_without_waiting(serve: Serve) -> None
     assert not [pid for pid in workers if _alive(pid)], serve.log_text()
 
 
-@pytest.mark.parametrize("serve", ["pool"], indirect=True)
+@pytest.mark.parametrize("serve", ["pool+web2"], indirect=True)
 def test_workers_and_their_sandboxes_die_with_a_killed_serve(serve: Serve) -> None:
-    workers = _children(serve.process.pid)
-    processes = _descendants(serve.process.pid)  # the workers and their sandboxes' zygotes
+    workers = _workers(serve.process.pid)
+    # the workers, their sandboxes' zygotes, and the two web processes
+    processes = _descendants(serve.process.pid)
+    assert len(_web_processes(serve.process.pid)) == 2
     started = time.monotonic()
     serve.process.kill()
     serve.process.wait()

@@ -8,11 +8,11 @@ from typing import Protocol
 
 from gradlab.config import Settings
 from gradlab.content.loader import Content
-from gradlab.results import GradeResult, Output, ResultError, Timings
+from gradlab.messages import message
+from gradlab.results import ErrorKind, GradeResult, Output, ResultError, Timings
 from worker.graders import get_grader
-from worker.graders.kit import ExerciseGrader, GradedRun, PhaseResult, Texts
+from worker.graders.kit import ExerciseGrader, GradedRun, PhaseResult, Texts, source
 from worker.jobs import SandboxJob, SandboxRun
-from worker.messages import message
 from worker.observations import BadObservations, learner_code_started, parse
 from worker.pool import run_in_sandbox
 from worker.sandbox import gpu_device_nodes
@@ -66,11 +66,22 @@ def grade(
         )
     except Exception:
         log.exception("grading %s failed on the platform side", exercise)
-        error = ResultError(kind="internal_error", message=message(locale, "error.internal"))
+        error = platform_error("internal_error", locale, "error.internal")
         result = GradeResult.failure(error, locale=locale)
     elapsed = time.monotonic() - started
     result.timings = Timings(run_s=round(elapsed, 4), total_s=round(elapsed, 4))
     return result
+
+
+def platform_error(
+    kind: ErrorKind, locale: str, key: str, *, detail: str | None = None, **values: object
+) -> ResultError:
+    """An error worded by the platform (gradlab/messages.py), with its source for other
+    locales; `detail` (untranslated, e.g. the learner's traceback) follows it."""
+    text = message(locale, key, **values)
+    if detail is not None:
+        text = f"{text}\n\n{detail}"
+    return ResultError(kind=kind, message=text, i18n=source("platform", key, values, detail))
 
 
 def _output(run: SandboxRun) -> Output:
@@ -129,16 +140,16 @@ def _attempt(
     learner = run.learner_phases
     if any(phase.memory_exceeded for phase in learner):
         # before timeouts: a job at its cap crawls until it times out
-        text = message(locale, "error.memory_limit", limit=job.memory_mb)
-        return GradeResult.failure(ResultError(kind="memory_limit", message=text), **common)
+        error = platform_error("memory_limit", locale, "error.memory_limit", limit=job.memory_mb)
+        return GradeResult.failure(error, **common)
     if any(p.timed_out or p.returncode == -signal.SIGXCPU for p in learner):  # wall or CPU
-        text = message(locale, "error.timeout", limit=job.wall_s)
-        return GradeResult.failure(ResultError(kind="timeout", message=text), **common)
+        error = platform_error("timeout", locale, "error.timeout", limit=float(job.wall_s))
+        return GradeResult.failure(error, **common)
     if any(phase.observations.truncated for phase in learner):
         # Only code in the sandbox can flood the observation channel: the learner's.
         mib = settings.max_observation_bytes >> 20
-        text = message(locale, "error.output_limit", limit=mib)
-        return GradeResult.failure(ResultError(kind="output_limit", message=text), **common)
+        error = platform_error("output_limit", locale, "error.output_limit", limit=mib)
+        return GradeResult.failure(error, **common)
     if len(run.phases) < len(job.phases):
         raise RuntimeError(f"the job stopped after {len(run.phases)} of {len(job.phases)} phases")
     results = []
@@ -159,8 +170,8 @@ def _attempt(
             # ends that process early or garbles the channel (os._exit, closing or writing to
             # the channel) is the learner's doing.
             log.info("unreadable observations after the learner's code started: %s", exc)
-            text = message(locale, "error.no_observations")
-            return GradeResult.failure(ResultError(kind="runtime_error", message=text), **common)
+            error = platform_error("runtime_error", locale, "error.no_observations")
+            return GradeResult.failure(error, **common)
         learner_error = observations.meta.get("error") if phase.phase.learner else None
         if learner_error is not None:
             return GradeResult.failure(
@@ -171,8 +182,8 @@ def _attempt(
                 raise RuntimeError(f"trusted phase {phase.phase.name}: {phase.clock_error}")
             # Only code in the learner's process can garble its clock socket.
             log.info("the learner's phase broke its clock conversation: %s", phase.clock_error)
-            text = message(locale, "error.no_observations")
-            return GradeResult.failure(ResultError(kind="runtime_error", message=text), **common)
+            error = platform_error("runtime_error", locale, "error.no_observations")
+            return GradeResult.failure(error, **common)
         results.append(PhaseResult(phase, observations))
     graded = GradedRun(device=device, scenarios=grader.scenarios, phases=results)
     try:
@@ -182,9 +193,11 @@ def _attempt(
         # together, the script tampered with the recorder (the trusted phases' records are
         # ours, and a fault there raises anything but BadObservations).
         log.info("malformed records from the learner's phase: %s", exc)
-        text = message(locale, "error.bad_observations")
-        return GradeResult.failure(ResultError(kind="runtime_error", message=text), **common)
-    return GradeResult.from_checks(judgement.checks, diagnosis=judgement.diagnosis, **common)
+        error = platform_error("runtime_error", locale, "error.bad_observations")
+        return GradeResult.failure(error, **common)
+    return GradeResult.from_checks(
+        judgement.checks, diagnosis=judgement.diagnosis, notes=judgement.notes, **common
+    )
 
 
 def _learner_error(raw: object, memory_mb: int, locale: str) -> ResultError:
@@ -194,6 +207,8 @@ def _learner_error(raw: object, memory_mb: int, locale: str) -> ResultError:
     kind = raw.get("kind") if raw.get("kind") in LEARNER_ERROR_KINDS else "runtime_error"
     line = raw.get("line")
     text = str(raw.get("message", ""))[:MAX_ERROR_MESSAGE]
+    line = line if isinstance(line, int) else None
     if kind == "memory_limit":
-        text = message(locale, "error.memory_limit", limit=memory_mb) + "\n\n" + text
-    return ResultError(kind=kind, message=text, line=line if isinstance(line, int) else None)
+        error = platform_error(kind, locale, "error.memory_limit", detail=text, limit=memory_mb)
+        return error.model_copy(update={"line": line})
+    return ResultError(kind=kind, message=text, line=line)

@@ -10,7 +10,7 @@ import uuid
 
 from sqlalchemy.exc import SQLAlchemyError
 
-from gradlab import queue
+from gradlab import doorbell, queue
 from gradlab.config import Settings
 from gradlab.content.store import ContentStore
 from gradlab.db import init_db, make_engine, session_scope
@@ -80,6 +80,7 @@ def run_worker(
         settings.sandbox,
         extra=fields(event="worker_ready", worker_id=worker_id),
     )
+    bell = doorbell.Doorbell(settings, doorbell.WORKER)
     graded = 0
     while not stop.is_set() and (max_jobs is None or graded < max_jobs):
         try:
@@ -96,7 +97,8 @@ def run_worker(
             stop.wait(DB_RETRY_S)
             continue
         if job is None:
-            stop.wait(settings.poll_interval_s)
+            contents.get()  # its look for edits (a fingerprint of every file) while idle
+            bell.wait(settings.poll_interval_s)  # the web rings when it stores a submission
             continue
         claimed_at = time.time()
         stats.claimed(job.job_id, job.submission_id)
@@ -154,6 +156,8 @@ def run_worker(
                 session=session, job_id=job.job_id, worker_id=worker_id, result=result
             )
         if stored:
+            # the requests held for this result look now, not at their next poll
+            doorbell.ring(settings, doorbell.WEB, job.submission_id.encode())
             stats.finished(result.status, result.timings.total_s, result.timings.run_s)
         log.info(
             "finished",
@@ -166,6 +170,7 @@ def run_worker(
             },
         )
         graded += 1
+    bell.close()
     heartbeat.stop()
     if dispatcher is not None:
         dispatcher.stop(timeout_s=settings.webhook_timeout_s + 1)

@@ -16,6 +16,7 @@ from sqlalchemy import case, delete, func
 from sqlmodel import Session, select
 
 from app.progress.schemas import ExerciseState, LessonState, ProgressPublic, ProgressUpdate
+from gradlab import insight_counts
 from gradlab.content.loader import Content
 from gradlab.models import LessonProgress, Submission, SubmissionStatus
 
@@ -90,6 +91,7 @@ def update(
     if data.last_section is not None and data.last_section not in section_ids(content, lesson):
         raise UnknownSection(data.last_section)
     row = _row(session=session, owner=owner, lesson=lesson)
+    counted = insight_counts.lesson_keys([row] if row.id is not None else [])
     now = time.time()
     if data.read is not None:
         row.read = data.read
@@ -97,20 +99,28 @@ def update(
         row.last_section, row.section_at = data.last_section, now
     row.updated_at = now
     session.add(row)
+    session.flush()
+    insight_counts.progress_changed(session, counted, [row])  # class insight, same transaction
     session.commit()
     return get(session=session, content=content, owner=owner).lessons[lesson]
 
 
 def record_quiz_passed(*, session: Session, owner: str, lesson: str) -> None:
     row = _row(session=session, owner=owner, lesson=lesson)
+    counted = insight_counts.lesson_keys([row] if row.id is not None else [])
     row.quiz_passed, row.updated_at = True, time.time()
     session.add(row)
+    session.flush()
+    insight_counts.progress_changed(session, counted, [row])  # class insight, same transaction
     session.commit()
 
 
 def reown(*, session: Session, source: str, target: str) -> None:
     """Move `source`'s progress to `target`, merging lesson by lesson: read and quiz_passed if
-    either had them, the reading position reported last. The caller commits."""
+    either had them, the reading position reported last (class insight's counters follow).
+    The caller commits."""
+    both = LessonProgress.owner.in_([source, target])  # type: ignore[attr-defined]
+    counted = insight_counts.lesson_keys(session.exec(select(LessonProgress).where(both)).all())
     theirs = {
         row.lesson: row
         for row in session.exec(select(LessonProgress).where(LessonProgress.owner == target))
@@ -129,6 +139,8 @@ def reown(*, session: Session, source: str, target: str) -> None:
         session.add(kept)
     session.flush()
     session.execute(delete(LessonProgress).where(LessonProgress.owner == source))  # type: ignore[arg-type]
+    after = session.exec(select(LessonProgress).where(LessonProgress.owner == target)).all()
+    insight_counts.progress_changed(session, counted, after)
 
 
 def continue_url(state: ProgressPublic, *, content: Content, locale: str) -> str | None:

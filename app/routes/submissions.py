@@ -32,7 +32,7 @@ from app.deps import (
     submission_limit,
 )
 from app.submissions import service as submissions
-from app.submissions.schemas import SubmissionCreate, SubmissionPublic
+from app.submissions.schemas import Locale, SubmissionCreate, SubmissionPublic
 from app.submissions.waiting import graded, wait_for
 from gradlab.models import Submission, SubmissionStatus, WebhookAttempt, WebhookDelivery
 
@@ -101,6 +101,14 @@ E503 = {
         "headers": {"Retry-After": {"description": "seconds", "schema": {"type": "integer"}}},
     }
 }
+
+LocaleQuery = Annotated[
+    Locale | None,
+    Query(
+        description="write the result's messages in this language (default: the submission's "
+        "own); a message stored without its source keeps its stored text"
+    ),
+]
 
 IdempotencyKeyHeader = Annotated[
     str | None,
@@ -298,12 +306,14 @@ def _decode_cursor(cursor: str) -> tuple[float, str]:
 def list_submissions(
     session: SessionDep,
     owner: OwnerDep,
+    content: ContentDep,
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 20,
     cursor: Annotated[
         str | None, Query(max_length=200, description="`next_cursor` of the previous page")
     ] = None,
     exercise: Annotated[str | None, Query(max_length=200)] = None,
     status: Annotated[SubmissionStatus | None, Query()] = None,
+    locale: LocaleQuery = None,
 ) -> SubmissionPage:
     """Keyset pagination (created_at, id): stable while new submissions arrive; filters by
     exercise and status."""
@@ -325,7 +335,7 @@ def list_submissions(
     more = len(rows) > limit
     rows = rows[:limit]
     return SubmissionPage(
-        items=[submissions.to_public(s) for s in rows],
+        items=[submissions.to_public(s, content=content, locale=locale) for s in rows],
         next_cursor=_encode_cursor(rows[-1]) if more and rows else None,
     )
 
@@ -334,11 +344,18 @@ def list_submissions(
     "/submissions/{submission_id}",
     response_model=SubmissionPublic,
     summary="Read a submission and its result",
-    responses={**E401, **E404},
+    responses={**E401, **E404, **E422},
 )
-def read_submission(submission_id: str, session: SessionDep, owner: OwnerDep) -> SubmissionPublic:
+def read_submission(
+    submission_id: str,
+    session: SessionDep,
+    owner: OwnerDep,
+    content: ContentDep,
+    locale: LocaleQuery = None,
+) -> SubmissionPublic:
+    """With `?locale=`, the result's messages are written in that language."""
     submission = submissions.get_owned(session=session, submission_id=submission_id, owner=owner)
-    return submissions.to_public(submission)
+    return submissions.to_public(submission, content=content, locale=locale)
 
 
 class AttemptPublic(BaseModel):

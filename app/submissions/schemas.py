@@ -4,6 +4,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+Locale = Literal["en", "es", "de", "tr"]  # gradlab.config.LOCALES (tests/test_result_locale.py)
+
 EXAMPLE_CODE = (
     "for step, (x, y) in enumerate(loader):\n"
     "    loss = loss_fn(model(x), y) / accum_steps\n"
@@ -21,11 +23,18 @@ EXAMPLE_RESULT: dict[str, Any] = {
         "message": "Each update's gradient is 4.0x the reference: divide each micro-batch "
         "loss by accum_steps.",
         "evidence": {"ratio": 4.0},
+        "i18n": {
+            "group": "diagnoses",
+            "key": "loss_not_scaled",
+            "values": {"ratio": 4.0, "accum_steps": 4},
+            "detail": None,
+        },
     },
     "checks": [
         {"id": "runs", "passed": True, "points": 1, "max_points": 1, "message": "ran"},
         {"id": "gradients", "passed": False, "points": 0, "max_points": 2, "message": "4.0x"},
     ],
+    "notes": [],
     "output": {"stdout": "", "stderr": "", "truncated": False},
     "device": "cpu",
     "timings": {"queued_s": 0.02, "run_s": 0.41, "total_s": 0.45},
@@ -52,9 +61,7 @@ class SubmissionCreate(BaseModel):
 
     exercise: str = Field(description="`<lesson>/<exercise>`, see GET /api/v1/exercises")
     code: str = Field(description="the learner's Python script")
-    locale: Literal["en", "es", "de", "tr"] = Field(
-        default="en", description="language of the result's messages"
-    )
+    locale: Locale = Field(default="en", description="language of the result's messages")
     callback_url: str | None = Field(
         default=None,
         description="grader tokens only: the result is POSTed here, signed (docs/api.md); "
@@ -90,6 +97,7 @@ class SubmissionPublic(BaseModel):
     created_at: float = Field(description="unix time")
     finished_at: float | None
     result: dict[str, Any] | None = Field(
-        description="null until graded; then {status, score, error, diagnosis, checks, output, "
-        "device, timings, locale}"
+        description="null until graded; then {status, score, error, diagnosis, checks, notes, "
+        "output, device, timings, locale}; each message with `i18n`, its source "
+        "(docs/contracts.md)"
     )

@@ -16,10 +16,11 @@ from app import idempotency
 from app.submissions.capacity import check_capacity
 from app.submissions.errors import SubmissionRefused
 from app.submissions.schemas import SubmissionCreate, SubmissionPublic
-from gradlab import queue, webhooks
+from gradlab import doorbell, queue, webhooks
 from gradlab.config import Settings
 from gradlab.content.loader import Content
 from gradlab.models import Submission
+from gradlab.result_text import localize_result
 
 __all__ = ["SubmissionRefused", "check", "check_code", "create", "get_owned", "to_public"]
 
@@ -154,6 +155,7 @@ def create(
         return _load(session, ids), True
     for submission in made:
         session.refresh(submission)
+    doorbell.ring(settings, doorbell.WORKER)  # idle workers claim it now, not at their next poll
     return made, False
 
 
@@ -165,7 +167,16 @@ def get_owned(*, session: Session, submission_id: str, owner: str) -> Submission
     return submission
 
 
-def to_public(submission: Submission) -> SubmissionPublic:
+def to_public(
+    submission: Submission, *, content: Content | None = None, locale: str | None = None
+) -> SubmissionPublic:
+    """The submission as the API shows it; with `content` and `locale`, its result's messages
+    written in `locale` where they keep their source (else as stored)."""
+    result = json.loads(submission.result_json) if submission.result_json else None
+    if result is not None and content is not None and locale is not None:
+        result = localize_result(
+            result, content=content, exercise=submission.exercise, locale=locale
+        )
     return SubmissionPublic(
         id=submission.id,
         exercise=submission.exercise,
@@ -174,5 +185,5 @@ def to_public(submission: Submission) -> SubmissionPublic:
         url=f"/api/v1/submissions/{submission.id}",
         created_at=submission.created_at,
         finished_at=submission.finished_at,
-        result=json.loads(submission.result_json) if submission.result_json else None,
+        result=result,
     )

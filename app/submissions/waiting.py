@@ -1,8 +1,7 @@
 """Holding an answer until a submission's result exists (the API's `?wait`, the lesson page's
 result fragment), without holding a database slot or connection meanwhile (app/admission.py):
-each look is a short session of its own, every `poll_interval_s`."""
+each look is a short session of its own, every `poll_interval_s` or when a worker rings."""
 
-import asyncio
 import time
 from collections.abc import Callable
 
@@ -12,6 +11,7 @@ from sqlalchemy import Engine
 from sqlmodel import Session
 
 from app.admission import Counter
+from app.doorbell import web_doorbell
 from gradlab.config import Settings
 from gradlab.models import Submission, SubmissionStatus
 
@@ -51,7 +51,9 @@ async def wait_for(
         settings: Settings = request.app.state.settings
         deadline = time.monotonic() + wait_s
         while not until(submission) and time.monotonic() < deadline:
-            await asyncio.sleep(settings.poll_interval_s)
+            # a worker that stores the result rings at once (app/doorbell.py)
+            pause = min(settings.poll_interval_s, max(deadline - time.monotonic(), 0))
+            await web_doorbell(request.app).wait(submission.id, pause)
             found = await run_in_threadpool(_reload, request.app.state.engine, submission.id)
             submission = found or submission
     finally:

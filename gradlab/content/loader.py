@@ -88,6 +88,22 @@ class Content:
     def lesson_number(self, lesson_id: str) -> int:
         return [entry.id for entry in self.course.lessons].index(lesson_id) + 1
 
+    def exercise_template(
+        self, *, exercise: str, locale: str, group: Literal["diagnoses", "checks"], key: str
+    ) -> str | None:
+        """An exercise's message template (a diagnosis or a check) written by the lesson's
+        authors, in `locale` or else in English; None for an exercise or key it does not have."""
+        definition = self.exercises.get(exercise)
+        lesson = self.lessons.get(definition.lesson) if definition is not None else None
+        if definition is None or lesson is None:
+            return None
+        for candidate in (locale, DEFAULT_LOCALE):
+            text = lesson.texts.get(candidate)
+            found = text.exercises.get(definition.spec.id) if text is not None else None
+            if found is not None and getattr(found, group).get(key):
+                return getattr(found, group)[key]
+        return None
+
     def exercise_message(
         self,
         *,
@@ -97,19 +113,13 @@ class Content:
         key: str,
         values: Mapping[str, object] | None = None,
     ) -> str:
-        """An exercise's message (a diagnosis or a check) written by the lesson's authors, in
-        `locale` or else in English, with `values` filled in (floats in the locale's number
-        format). The message contract (`gradlab lessons check`) keeps keys and placeholders
-        right; should one still be wrong, the template is shown rather than grading failing."""
-        definition = self.exercises[exercise]
-        lesson = self.lessons[definition.lesson]
-        template = key
-        for candidate in (locale, DEFAULT_LOCALE):
-            text = lesson.texts.get(candidate)
-            found = text.exercises.get(definition.spec.id) if text is not None else None
-            if found is not None and getattr(found, group).get(key):
-                template = getattr(found, group)[key]
-                break
+        """An exercise's message (`exercise_template`) with `values` filled in (floats in the
+        locale's number format). The message contract (`gradlab lessons check`) keeps keys and
+        placeholders right; should one still be wrong, the template (or the key) is shown
+        rather than grading failing."""
+        template = self.exercise_template(exercise=exercise, locale=locale, group=group, key=key)
+        if template is None:
+            return key
         localized = {
             name: format_number(value, locale) if isinstance(value, float) else value
             for name, value in (values or {}).items()
@@ -121,13 +131,15 @@ class Content:
 
 
 def format_number(value: float, locale: str) -> str:
-    """Two significant digits in the locale's format ("4.0", "4,0", "0.0065"); very small
-    numbers in scientific notation ("3.2E-7"); "∞" for what is not finite."""
+    """Two significant digits in the locale's format ("4.0", "4,0", "0.0065"), three when that
+    writes the number exactly (a setting such as max_norm 4.75 is never shown rounded); very
+    small numbers in scientific notation ("3.2E-7"); "∞" for what is not finite."""
     if not math.isfinite(value):
         return "∞"
     if value != 0 and abs(value) < 1e-3:
         return format_scientific(value, format="#.#E0", locale=locale)
-    return format_decimal(value, format="@@", locale=locale)
+    exact = float(f"{value:.3g}") == value
+    return format_decimal(value, format="@@#" if exact else "@@", locale=locale)
 
 
 def load_content(content_dir: Path) -> Content:

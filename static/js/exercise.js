@@ -7,8 +7,9 @@
 // - drafts autosave per exercise (debounced) to /api/v1/drafts/{lesson}/{exercise}, falling back
 //   to localStorage when that API is missing or fails; a saved draft that differs from the starter
 //   code is restored on load, with "Reset to starter code";
-// - the form is sent with fetch (all its fields, so hidden ones like csrf_token travel too) and
-//   the result fragment is put into the page, the server holding each look until it changes;
+// - the form is sent with fetch (all its fields, so hidden ones like csrf_token travel too); its
+//   answer carries the result fragment as it is (queued), then one look, held by the server
+//   until the verdict is stored, brings the verdict; a refusal (429, 503) is worded by the page;
 // - the hint ladder reveals one hint at a time.
 "use strict";
 
@@ -155,36 +156,78 @@ function announcement(slot) {
     .join(". ");
 }
 
-async function poll(url, exercise) {
-  // The first look shows where the job is; each next one is held by the server until the
-  // status changes (at most WAIT_S), so the result appears the moment it is stored.
-  let shown = null;
-  for (;;) {
+function show(exercise, html, status) {
+  // Rendered by the server with autoescaping: learner output is text there.
+  exercise.slot.innerHTML = html;
+  enhanceResult(exercise.slot, exercise);
+  exercise.announce(announcement(exercise.slot));
+  if (status === "passed") {
+    const badge = exercise.slot.closest("section.exercise")?.querySelector(".exercise-passed");
+    if (badge) badge.hidden = false;
+  }
+}
+
+async function poll(url, exercise, status) {
+  // The form post brought the fragment as it was then (`status`, shown already). Each look is
+  // held by the server until the verdict is stored (`until=done`; a job still running after a
+  // second comes back once, to show its time left), so a quick grade takes a single look.
+  let shown = typeof status === "string" ? status : null;
+  while (shown === null || PENDING.has(shown)) {
     const asked = Date.now();
-    const held = shown === null ? url : `${url}&wait=${WAIT_S}&shown=${encodeURIComponent(shown)}`;
+    const held =
+      shown === null ? url : `${url}&wait=${WAIT_S}&until=done&shown=${encodeURIComponent(shown)}`;
     const response = await fetch(held, { headers: { Accept: "text/html" }, cache: "no-store" });
     if (!response.ok) throw new Error(`HTTP ${response.status}`);
     const html = await response.text();
-    const status = response.headers.get("X-Gradlab-Status");
-    const unchanged = status === shown;
-    if (!unchanged) {
-      // Rendered by the server with autoescaping: learner output is text there. Replaced only
-      // when the status changes, so assistive technology is not told the same thing twice.
-      exercise.slot.innerHTML = html;
-      enhanceResult(exercise.slot, exercise);
-      exercise.announce(announcement(exercise.slot));
-      shown = status;
-    }
-    if (!PENDING.has(status)) {
-      const badge = exercise.slot.closest("section.exercise")?.querySelector(".exercise-passed");
-      if (badge && status === "passed") badge.hidden = false;
-      return;
-    }
+    const now = response.headers.get("X-Gradlab-Status");
+    const unchanged = now === shown;
+    // replaced only when the status changes: assistive technology is told each thing once
+    if (!unchanged) show(exercise, html, now);
+    shown = now;
     // answered at once with nothing new (a busy server does not hold requests): ask later
     if (unchanged && Date.now() - asked < POLL_MS) {
       await new Promise((resolve) => setTimeout(resolve, POLL_MS));
     }
   }
+}
+
+// A refused submission (429 too many, 503 busy or queue full), worded by the page: what
+// happened, then when to try again (the answer's Retry-After), never the API's English detail.
+function retryText(messages, seconds) {
+  if (!Number.isFinite(seconds) || seconds <= 0) return messages.msgRetrySoon;
+  const minutes = seconds >= 120;
+  const count = minutes ? Math.ceil(seconds / 60) : seconds;
+  const lang = document.documentElement.lang || "en";
+  const one = new Intl.PluralRules(lang).select(count) === "one";
+  const unit = minutes ? "Minute" : "Second";
+  return messages[`msgRetry${unit}${one ? "" : "s"}`].replace("{n}", String(count));
+}
+
+function refusalText(response, body, messages) {
+  const reasons = {
+    too_many_pending: messages.msgPending,
+    worker_time: messages.msgWorkerTime,
+    queue_full: messages.msgQueueFull,
+  };
+  const byStatus = { 429: messages.msgRateLimited, 503: messages.msgBusy };
+  const what = reasons[body.reason] || byStatus[response.status];
+  if (what) {
+    const seconds = Number.parseInt(response.headers.get("Retry-After") || "", 10);
+    return `${what} ${retryText(messages, seconds)}`;
+  }
+  // anything else the server words itself, in the page's language (too large, NUL...)
+  if (typeof body.message === "string") return body.message;
+  return typeof body.detail === "string" ? body.detail : messages.msgFailed;
+}
+
+function showRefusal(exercise, title, text) {
+  const note = document.createElement("p");
+  note.className = "notice refusal";
+  const strong = document.createElement("strong");
+  strong.textContent = title;
+  note.append(strong, " ", text);
+  exercise.slot.replaceChildren(note);
+  exercise.announce(`${title}. ${text}`);
 }
 
 // --- one exercise ----------------------------------------------------------------------------
@@ -341,14 +384,14 @@ function setUpExercise(form) {
         credentials: "same-origin",
         headers: { Accept: "application/json", ...csrfHeaders() },
       });
-      const body = await response.json().catch(() => ({}));
+      const body = (await response.json().catch(() => null)) || {};
       if (!response.ok) {
-        const detail = body && body.detail;
-        slot.textContent = typeof detail === "string" ? detail : messages.msgFailed;
-        exercise.announce(slot.textContent);
+        showRefusal(exercise, messages.msgRefused, refusalText(response, body, messages));
         return;
       }
-      await poll(body.fragment_url, exercise);
+      const shown = typeof body.html === "string" ? body.status : null; // null: look first
+      if (shown !== null) show(exercise, body.html, shown);
+      await poll(body.fragment_url, exercise, shown);
     } catch (error) {
       console.error("gradlab: grading request failed", error);
       slot.textContent = messages.msgFailed;

@@ -22,9 +22,9 @@ from typing import Any, TypeVar
 import torch
 
 from gradlab.content.loader import Content
-from gradlab.results import Check, Diagnosis
+from gradlab.messages import message
+from gradlab.results import Check, Diagnosis, MessageGroup, MessageSource, Note
 from worker.jobs import Phase, PhaseRun
-from worker.messages import message
 from worker.observations import BadObservations, Observations
 
 T = TypeVar("T")
@@ -35,6 +35,7 @@ class Judgement:
     checks: list[Check]
     diagnosis: Diagnosis | None = None
     details: dict[str, Any] = field(default_factory=dict)
+    notes: list[Note] = field(default_factory=list)  # shown, never graded
 
 
 class ContractError(RuntimeError):
@@ -155,9 +156,33 @@ class ExerciseGrader:
 # --- texts ------------------------------------------------------------------------------------
 
 
+class Text(str):
+    """A message as written in the submission's locale, which also remembers what it was
+    written from (`i18n`), so that a page in another locale can write it again."""
+
+    i18n: MessageSource | None
+
+    def __new__(cls, text: str, i18n: MessageSource | None = None) -> "Text":
+        made = super().__new__(cls, text)
+        made.i18n = i18n
+        return made
+
+
+def source(
+    group: MessageGroup, key: str, values: dict[str, Any] | None, detail: str | None = None
+) -> MessageSource:
+    """A message's source for the result, its values as JSON keeps them (no inf or NaN)."""
+    kept = {
+        name: "∞" if isinstance(value, float) and not math.isfinite(value) else value
+        for name, value in (values or {}).items()
+    }
+    return MessageSource(group=group, key=key, values=kept, detail=detail)
+
+
 class Texts:
     """One exercise's messages in one locale. Every key and the values filling it must match
-    the exercise's message contract (`messages:` in its lesson.yaml): a mismatch is our bug."""
+    the exercise's message contract (`messages:` in its lesson.yaml): a mismatch is our bug.
+    Each message comes back as a `Text`, which `make_check` and `make_note` keep the source of."""
 
     def __init__(self, *, content: Content, exercise: str, locale: str) -> None:
         self.content = content
@@ -165,32 +190,33 @@ class Texts:
         self.locale = locale
         self.contract = content.exercises[exercise].spec.messages
 
-    def _text(self, group: str, key: str, values: dict[str, Any] | None) -> str:
+    def _text(self, group: MessageGroup, key: str, values: dict[str, Any] | None) -> Text:
         declared = getattr(self.contract, group).get(key)
         given = set(values or {})
         if declared is None or set(declared) != given:
             raise ContractError(
                 f"{self.exercise}: {group}.{key} with {sorted(given)} is not in its contract"
             )
-        return self.content.exercise_message(
+        text = self.content.exercise_message(
             exercise=self.exercise,
             locale=self.locale,
             group=group,  # type: ignore[arg-type]
             key=key,
             values=values,
         )
+        return Text(text, source(group, key, values))
 
-    def check(self, key: str, values: dict[str, Any] | None = None) -> str:
+    def check(self, key: str, values: dict[str, Any] | None = None) -> Text:
         return self._text("checks", key, values)
 
     def diagnosis(self, finding: "Finding") -> Diagnosis:
         text = self._text("diagnoses", finding.code, finding.values)
         evidence = {"scenario": finding.scenario, **finding.values, **finding.evidence}
-        return Diagnosis(code=finding.code, message=text, evidence=evidence)
+        return Diagnosis(code=finding.code, message=str(text), evidence=evidence, i18n=text.i18n)
 
-    def platform(self, key: str) -> str:
-        """A message every grader shares (worker/messages.py)."""
-        return message(self.locale, key)
+    def platform(self, key: str) -> Text:
+        """A message every grader shares (gradlab/messages.py)."""
+        return Text(message(self.locale, key), source("platform", key, None))
 
 
 @dataclass
@@ -209,13 +235,20 @@ def first_finding(findings: Iterable[Finding | None]) -> Finding | None:
 
 
 def make_check(check_id: str, *, passed: bool, points: float, message: str) -> Check:
+    """A check; a `Text` message (from `Texts`) keeps its source for other locales."""
     return Check(
         id=check_id,
         passed=passed,
         points=points if passed else 0.0,
         max_points=points,
-        message=message,
+        message=str(message),
+        i18n=getattr(message, "i18n", None),
     )
+
+
+def make_note(note_id: str, message: str) -> Note:
+    """Information shown under the checks, never graded."""
+    return Note(id=note_id, message=str(message), i18n=getattr(message, "i18n", None))
 
 
 def runs_check(texts: Texts, passed: bool = True) -> Check:

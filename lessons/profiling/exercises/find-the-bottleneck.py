@@ -46,7 +46,7 @@ def train_step(step):
 
 
 # Uncomment to profile three steps and print where the time goes. The grader runs this
-# script once per scenario, so you will see the table more than once.
+# script once per hidden scenario and shows you what the first run printed.
 #
 # activities = [ProfilerActivity.CPU]
 # if device.type == "cuda":

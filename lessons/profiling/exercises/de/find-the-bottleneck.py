@@ -48,8 +48,8 @@ def train_step(step):
 
 
 # Kommentiere die Zeilen unten ein, um drei Schritte zu profilieren und auszugeben, wo
-# die Zeit vergeht. Der Grader führt dieses Skript einmal pro Szenario aus, du siehst die
-# Tabelle also mehrmals.
+# die Zeit vergeht. Der Grader führt dieses Skript einmal pro verstecktem Szenario aus und
+# zeigt dir, was der erste Lauf ausgegeben hat.
 #
 # activities = [ProfilerActivity.CPU]
 # if device.type == "cuda":

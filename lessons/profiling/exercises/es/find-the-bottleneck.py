@@ -47,7 +47,8 @@ def train_step(step):
 
 
 # Descomenta estas líneas para perfilar tres pasos e imprimir en qué se va el tiempo. El
-# corrector ejecuta este script una vez por escenario, así que verás la tabla más de una vez.
+# corrector ejecuta este script una vez por cada escenario oculto y te muestra lo que
+# imprimió la primera ejecución.
 #
 # activities = [ProfilerActivity.CPU]
 # if device.type == "cuda":

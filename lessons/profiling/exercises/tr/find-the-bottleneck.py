@@ -47,8 +47,8 @@ def train_step(step):
 
 
 # Üç adımın profilini çıkarıp zamanın nereye gittiğini yazdırmak için aşağıdaki
-# satırları yorumdan çıkar. Değerlendirici bu kodu her senaryo için bir kez çalıştırır,
-# bu yüzden tabloyu birden çok kez göreceksin.
+# satırları yorumdan çıkar. Değerlendirici bu kodu her gizli senaryo için bir kez
+# çalıştırır ve sana ilk çalıştırmanın yazdırdıklarını gösterir.
 #
 # activities = [ProfilerActivity.CPU]
 # if device.type == "cuda":

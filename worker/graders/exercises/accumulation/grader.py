@@ -52,6 +52,7 @@ from worker.graders.kit import (
     first,
     first_finding,
     make_check,
+    make_note,
     per_thread,
     rel,
     runs_check,
@@ -148,10 +149,10 @@ def diagnose(report: ScenarioReport, tol: float) -> Finding | None:
     if report.grad_error <= tol and report.param_error <= tol:
         return None  # right updates, however the loop fetched its micro-batches
     if observed is not None and observed != expected_sizes:
-        expected = str(a) if len(set(expected_sizes)) == 1 else ", ".join(map(str, expected_sizes))
+        # update by update, how many micro-batches each took in: "1, 4, 4" next to "4, 4, 4"
         return Finding(
             "step_off_by_one",
-            {"observed": ", ".join(map(str, observed)), "expected": expected},
+            {"observed": _listed(observed), "expected": _listed(expected_sizes)},
             number,
         )
     if consumed is not None:
@@ -161,6 +162,10 @@ def diagnose(report: ScenarioReport, tol: float) -> Finding | None:
     if report.grad_error > tol:
         return Finding("gradients_mismatch", {"rel_error": report.grad_error}, number)
     return Finding("parameters_mismatch", {"rel_error": report.param_error}, number)
+
+
+def _listed(counts: list[int]) -> str:
+    return ", ".join(map(str, counts))
 
 
 def _sizes(consumed: list[int]) -> list[int]:
@@ -189,7 +194,7 @@ class AccumulationGrader(ExerciseGrader):
         device = run.device
         tol, fingerprint_tol = TOLERANCE[device], FINGERPRINT_TOL[device]
         reports: list[ScenarioReport] = []
-        notes: list[float] = []
+        batchnorm_errors: list[float] = []
         for record in run.records():
             scenario = AccumulationScenario.from_dict(record.spec)
             problem = problem_of(scenario)
@@ -198,14 +203,17 @@ class AccumulationGrader(ExerciseGrader):
             )
             if scenario.informational:
                 if recording.steps == len(problem.windows) == recording.grads.shape[0]:
-                    notes.append(_batchnorm_error(problem, recording))
+                    batchnorm_errors.append(_batchnorm_error(problem, recording))
                 continue
             reports.append(analyse(len(reports) + 1, problem, recording, tol))
         memory = memory_verdict(run)
         checks = _checks(reports, memory, texts, tol)
-        if notes and all(check.passed for check in checks):
-            note = texts.check("batchnorm.note", {"error": round(100 * max(notes))})
-            checks.append(make_check("batchnorm_note", passed=True, points=0.0, message=note))
+        notes = []  # information, not a check: graded on nothing
+        if batchnorm_errors and all(check.passed for check in checks):
+            error = round(100 * max(batchnorm_errors))
+            notes.append(
+                make_note("batchnorm_note", texts.check("batchnorm.note", {"error": error}))
+            )
         # What the learner should fix first: a loop that never steps, then a window run at
         # once, then how often the loop steps and what its updates contain, and last graphs
         # kept alive (right updates, none of the memory saved).
@@ -230,9 +238,10 @@ class AccumulationGrader(ExerciseGrader):
             details={
                 "grad_errors": [r.grad_error for r in reports],
                 "param_errors": [r.param_error for r in reports],
-                "batchnorm_rel_error": max(notes) if notes else None,
+                "batchnorm_rel_error": max(batchnorm_errors) if batchnorm_errors else None,
                 "memory": memory.__dict__ | {"limit": memory.limit},
             },
+            notes=notes,
         )
 
 

@@ -194,7 +194,7 @@ def diagnose(problem: AmpProblem, report: ScenarioReport, device: str) -> Findin
     if rec.stopped == "unscaled_twice":
         return Finding("unscaled_twice", {"batch": rec.stopped_iteration + 1}, number)
     if rec.forwards and rec.autocast_forwards < rec.forwards:
-        values = {"autocast": rec.autocast_forwards, "forwards": rec.forwards}
+        values = {"autocast": rec.autocast_forwards, "forwards": rec.forwards, "device": device}
         return Finding("autocast_not_used", values, number)
     expected_dtype = str(AMP_DTYPE[device])
     if rec.forwards and rec.autocast_dtypes != [expected_dtype]:
@@ -239,7 +239,7 @@ def diagnose(problem: AmpProblem, report: ScenarioReport, device: str) -> Findin
     if out_of_order is not None and (report.order_bad is not None or update_first is not None):
         return _wrong_order(rec, out_of_order, number)
     if report.grad_error > GRAD_TOL[device] or report.order_bad is not None:
-        values = {"rel_error": report.grad_error, "max_norm": f"{s.max_norm:g}"}
+        values = {"rel_error": report.grad_error, "max_norm": float(s.max_norm)}
         return Finding("gradients_mismatch", values, number)
     if not report.witness.passed:
         dtype = expected_dtype.removeprefix("torch.")
@@ -268,10 +268,10 @@ CHECKS = (
 )
 
 
-def _check_values(check: str, r: ScenarioReport) -> dict[str, Any]:
+def _check_values(check: str, r: ScenarioReport, device: str) -> dict[str, Any]:
     base = {"scenario": r.number}
-    if check == "autocast":
-        return {**base, "dtype": str(AMP_DTYPE["cpu"]).removeprefix("torch.")}
+    if check == "autocast":  # the dtype this run's device autocasts to (amp_dtype)
+        return {**base, "dtype": str(AMP_DTYPE[device]).removeprefix("torch.")}
     if check == "order":
         return {**base, "step": (r.order_bad or 0) + 1}
     if check == "inf_step":
@@ -312,7 +312,7 @@ class AmpStepGrader(ExerciseGrader):
         for check_id, points in CHECKS:
             bad = first(reports, lambda r, check_id=check_id: not passes[check_id](r))
             key = f"{check_id}.ok" if bad is None else f"{check_id}.bad"
-            values = None if bad is None else _check_values(check_id, bad)
+            values = None if bad is None else _check_values(check_id, bad, device)
             message = texts.check(key, values)
             checks.append(make_check(check_id, passed=bad is None, points=points, message=message))
         # feedback only where a check failed: a loop whose numbers are all right has passed

@@ -50,6 +50,7 @@ from worker.graders.kit import (
     as_int,
     as_vector,
     make_check,
+    make_note,
     measured,
     runs_check,
 )
@@ -304,18 +305,16 @@ class BottleneckGrader(ExerciseGrader):
             make_check(
                 "speedup", passed=fast, points=2.0, message=texts.check(speed_key, speed_msg_values)
             ),
-            # Informational: profiling is how to find the bottleneck, not what is graded (and
-            # CUPTI may be unavailable in a sandbox on CUDA).
-            make_check(
-                "profiler_used",
-                passed=True,
-                points=0.0,
-                message=texts.check("profiler.used" if profiled else "profiler.unused"),
-            ),
         ]
+        # Informational, so a note and not a check: profiling is how to find the bottleneck,
+        # not what is graded (and CUPTI may be unavailable in a sandbox on CUDA).
+        note = make_note(
+            "profiler_used", texts.check("profiler.used" if profiled else "profiler.unused")
+        )
         finding = _diagnose(reports, missing, wrong, verdict, fast, speed_values)
         return Judgement(
             checks=checks,
+            notes=[note],
             diagnosis=texts.diagnosis(finding) if finding is not None else None,
             details={
                 "speedups": [r.speedup for r in reports],

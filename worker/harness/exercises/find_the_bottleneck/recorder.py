@@ -11,10 +11,20 @@ when timed and right when checked, nor be computed before it is timed.
 
 The planted baseline runs the same way in its own trusted phase (`baseline`): a process of the
 slot with no learner code, so nothing a script does can slow it down.
+
+Output: the learner reads the profiler table in what the script printed, so the result shows one
+run, as if the script had run once: the first scenario's (the script, then the timed steps).
+The other scenarios' stdout is dropped; their stderr is kept, since a warning or an error may
+happen in one scenario only. Kineto, the profiler's C++ backend, logs a line on every start and
+stop ("profiler_start", "STAGE: ...", CUPTI notices on CUDA) to stderr; the harness silences it
+before the script runs, so "errors and warnings" holds only what the script itself caused.
+Nothing printed is read by the grader either way.
 """
 
 import contextlib
 import copy
+import os
+import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -39,6 +49,13 @@ from .problem import (
 
 MAX_NAME = 64  # characters of BOTTLENECK kept
 SECTION_STEPS = 2  # baseline steps timed section by section, for the feedback
+# The scenario whose stdout is shown: the learner phase runs every scenario, this one first
+# (grader.py `phases`).
+SHOWN_SCENARIO = 0
+# Kineto's logging threshold, read once, when the process first starts a profiler: its levels
+# run from VERBOSE (0) to USDT (5, the "profiler_start"/"profiler_stop" lines), so 6 is silence.
+# A script may still set its own before it profiles.
+KINETO_QUIET = {"KINETO_LOG_LEVEL": "6"}
 
 
 def _describe(value: Any) -> dict[str, str]:
@@ -95,6 +112,17 @@ class ProfilingRecorder(Recorder):
         self.bottleneck = _describe(None)
 
     @contextlib.contextmanager
+    def _shown(self) -> Iterator[None]:
+        """The learner's stdout for the shown scenario, dropped for the others."""
+        if self.ctx.index == SHOWN_SCENARIO:
+            yield
+            return
+        sys.stdout.flush()
+        # a real file, so that a script that asks for `sys.stdout.fileno()` runs the same way
+        with open(os.devnull, "w", encoding="utf-8") as sink, contextlib.redirect_stdout(sink):
+            yield
+
+    @contextlib.contextmanager
     def running(self) -> Iterator[None]:
         """Counts profiler sessions the script starts (`with profile(...)` calls `start()`)."""
         patched: list[tuple[type, str, Any]] = []
@@ -114,7 +142,8 @@ class ProfilingRecorder(Recorder):
         counting(torch.profiler.profile, "start")
         counting(torch.autograd.profiler.profile, "__enter__")
         try:
-            yield
+            with self._shown():
+                yield
         finally:
             for cls, name, original in patched:
                 setattr(cls, name, original)
@@ -125,9 +154,15 @@ class ProfilingRecorder(Recorder):
         if not callable(train_step):
             self.missing = True
             return
-        timed_training(
-            self.ctx, self.scenario, self.model, self.optimizer, self.initial_optimizer, train_step
-        )
+        with self._shown():
+            timed_training(
+                self.ctx,
+                self.scenario,
+                self.model,
+                self.optimizer,
+                self.initial_optimizer,
+                train_step,
+            )
 
     def observations(self, prefix: str) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
         del prefix
@@ -152,6 +187,8 @@ def _problem(scenario: ProfilingScenario, ctx: Context) -> dict[str, Any]:
 
 def setup(scenario_data: dict, ctx: Context) -> tuple[dict[str, Any], ProfilingRecorder]:
     """The learner's globals for one scenario, and the recorder watching them."""
+    for name, value in KINETO_QUIET.items():
+        os.environ.setdefault(name, value)
     scenario = ProfilingScenario.from_dict(scenario_data)
     problem = _problem(scenario, ctx)
     recorder = ProfilingRecorder(scenario, ctx, problem["model"], problem["optimizer"])

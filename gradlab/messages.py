@@ -1,8 +1,15 @@
-"""Platform messages of a result (checks, errors) in every locale.
+"""Platform messages of a result (checks, errors) in every locale, and how any message of a
+result is filled in.
 
-Exercise-specific diagnoses are written by authors in the lesson files; these are the
-messages every grader shares.
+Exercise-specific checks and diagnoses are written by authors in the lesson files; these are the
+messages every grader shares. The worker writes them in the submission's locale; the web renders
+them again in the page's (gradlab/result_text.py), so both sides read them from here.
 """
+
+import math
+from collections.abc import Callable, Mapping
+
+from babel.numbers import format_decimal
 
 from gradlab.config import DEFAULT_LOCALE
 
@@ -15,7 +22,7 @@ MESSAGES: dict[str, dict[str, str]] = {
         "check.runs.ok": "Your code ran without errors in every scenario.",
         "check.runs.bad": "Your code did not run to the end.",
         "error.timeout": (
-            "Your code did not finish within {limit:g} seconds. Look for a loop that never ends."
+            "Your code did not finish within {limit} seconds. Look for a loop that never ends."
         ),
         "error.memory_limit": "Your code used more memory than the {limit} MB it may use.",
         "error.no_observations": (
@@ -40,7 +47,7 @@ MESSAGES: dict[str, dict[str, str]] = {
         "check.runs.ok": "Tu código se ejecutó sin errores en todos los escenarios.",
         "check.runs.bad": "Tu código no llegó a ejecutarse hasta el final.",
         "error.timeout": (
-            "Tu código no terminó en {limit:g} segundos. Busca un bucle que nunca acaba."
+            "Tu código no terminó en {limit} segundos. Busca un bucle que nunca acaba."
         ),
         "error.memory_limit": "Tu código usó más memoria de los {limit} MB permitidos.",
         "error.no_observations": (
@@ -65,7 +72,7 @@ MESSAGES: dict[str, dict[str, str]] = {
         "check.runs.ok": "Dein Code lief in jedem Szenario ohne Fehler.",
         "check.runs.bad": "Dein Code lief nicht bis zum Ende.",
         "error.timeout": (
-            "Dein Code ist nicht innerhalb von {limit:g} Sekunden fertig geworden. "
+            "Dein Code ist nicht innerhalb von {limit} Sekunden fertig geworden. "
             "Such nach einer Schleife, die nie endet."
         ),
         "error.memory_limit": "Dein Code hat mehr als die erlaubten {limit} MB Speicher belegt.",
@@ -91,7 +98,7 @@ MESSAGES: dict[str, dict[str, str]] = {
         "check.runs.ok": "Kodun tüm senaryolarda hatasız çalıştı.",
         "check.runs.bad": "Kodun sonuna kadar çalışmadı.",
         "error.timeout": (
-            "Kodun {limit:g} saniye içinde bitmedi. Hiç bitmeyen bir döngü olup olmadığına bak."
+            "Kodun {limit} saniye içinde bitmedi. Hiç bitmeyen bir döngü olup olmadığına bak."
         ),
         "error.memory_limit": "Kodun izin verilen {limit} MB'tan fazla bellek kullandı.",
         "error.no_observations": (
@@ -111,7 +118,41 @@ MESSAGES: dict[str, dict[str, str]] = {
 }
 
 
+def platform_template(locale: str, key: str) -> str | None:
+    """The platform message `key` in `locale` (English when missing there); None if unknown."""
+    return MESSAGES.get(locale, {}).get(key) or MESSAGES[DEFAULT_LOCALE].get(key)
+
+
+def plain_number(value: float, locale: str) -> str:
+    """A platform figure (a limit in seconds) as the locale writes it: "7.5", "7,5", "15"."""
+    return format_decimal(value, locale=locale) if math.isfinite(value) else "∞"
+
+
+def fill(
+    template: str,
+    values: Mapping[str, object],
+    locale: str,
+    number: Callable[[float, str], str] = plain_number,
+) -> str | None:
+    """`template` (always one of ours: a catalog's or a lesson file's, never a result's) with
+    `values` filled in as data, floats in the locale's number format; None when they do not fit
+    (a placeholder without a value, a format a value cannot take)."""
+    localized = {
+        name: number(value, locale) if isinstance(value, float) else value
+        for name, value in values.items()
+    }
+    try:
+        return template.format(**localized)
+    except (KeyError, IndexError, ValueError, TypeError, AttributeError):
+        return None
+
+
 def message(locale: str, key: str, **values: object) -> str:
     """The message in `locale` (English when missing there), with values filled in."""
-    template = MESSAGES.get(locale, {}).get(key) or MESSAGES[DEFAULT_LOCALE][key]
-    return template.format(**values)
+    template = platform_template(locale, key)
+    if template is None:
+        raise KeyError(f"no platform message {key!r}")
+    text = fill(template, values, locale)
+    if text is None:
+        raise ValueError(f"platform message {key!r} does not take {sorted(values)}")
+    return text

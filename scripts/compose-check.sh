@@ -51,7 +51,11 @@ fail() {
     echo "compose-check: FAILED at step '$STEP': $*" >&2
     exit 1
 }
-compose() { "${COMPOSE[@]}" -p "$PROJECT" -f "$ROOT/docker-compose.yml" -f "$HERE/compose.check.yml" "$@"; }
+OVERRIDES=(-f "$ROOT/docker-compose.yml" -f "$HERE/compose.check.yml")
+if [ "$(stat -fc %T /sys/fs/cgroup)" != cgroup2fs ]; then  # cgroup v1: see the file
+    OVERRIDES+=(-f "$HERE/compose.cgroup-v1.yml")
+fi
+compose() { "${COMPOSE[@]}" -p "$PROJECT" "${OVERRIDES[@]}" "$@"; }
 psql_q() { compose exec -T postgres psql -U gradlab -d gradlab -tAc "$1"; }
 json_get() { python3 -c 'import json,sys; print(json.load(sys.stdin)[sys.argv[1]])' "$1"; }
 
